@@ -1,0 +1,1 @@
+"""Pure computation: signature -> IR -> schedule space -> C/CUDA source. No service imports."""

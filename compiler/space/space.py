@@ -1,0 +1,66 @@
+"""The schedule-space interface: the knobs of one task on one target and their constraints."""
+
+from __future__ import annotations
+
+import json
+import random
+from abc import ABC, abstractmethod
+
+Knob = int | str | bool
+Config = dict[str, Knob]
+
+_MAX_DRAWS = 1000
+
+
+class Space(ABC):
+    """Every knob's candidate values, plus the constraints that rule combinations out.
+
+    A config is a flat dict of knob values. `check` rejects invalid configs before any
+    compiler sees them, so search strategies may propose freely.
+    """
+
+    knobs: dict[str, tuple[Knob, ...]]
+
+    @abstractmethod
+    def naive(self) -> Config:
+        """The baseline: the loop nest as the compute is written (no tiling, no threads)."""
+
+    @abstractmethod
+    def default(self) -> Config:
+        """A reasonable config without any search (used by `tunehub compile`)."""
+
+    def check(self, config: Config) -> str | None:
+        """Why `config` is invalid, or None. Subclasses add their constraints."""
+        for name, value in config.items():
+            if name not in self.knobs:
+                return f"unknown knob {name!r}"
+            if value not in self.knobs[name]:
+                return f"knob {name!r} cannot be {value!r}"
+        missing = set(self.knobs) - set(config)
+        if missing:
+            return f"missing knobs: {', '.join(sorted(missing))}"
+        return None
+
+    def sample(self, rng: random.Random) -> Config:
+        """A uniformly drawn valid config."""
+        for _ in range(_MAX_DRAWS):
+            config = {name: rng.choice(values) for name, values in self.knobs.items()}
+            if self.check(config) is None:
+                return config
+        return self.default()
+
+    def mutate(self, config: Config, rng: random.Random) -> Config:
+        """A valid config that differs from `config` in one knob (or `config` if none is)."""
+        names = [n for n, values in self.knobs.items() if len(values) > 1]
+        for _ in range(_MAX_DRAWS if names else 0):
+            name = rng.choice(names)
+            value = rng.choice([v for v in self.knobs[name] if v != config[name]])
+            candidate = {**config, name: value}
+            if self.check(candidate) is None:
+                return candidate
+        return dict(config)
+
+    @staticmethod
+    def key(config: Config) -> str:
+        """A canonical string for a config: equal configs, equal keys."""
+        return json.dumps(config, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,101 @@
+"""Task signature, version 1: the serialized compute definition users submit.
+
+These models check only the shape of the document (field types, name syntax, version).
+Semantic validation (expressions, bounds, references) belongs to `compiler.program`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DTYPES = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint32",
+    "uint8",
+    "bool",
+)
+Dtype = Literal[
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint32",
+    "uint8",
+    "bool",
+]
+ReduceOp = Literal["sum", "max", "min", "prod"]
+
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+Name = str
+# A dimension is a literal extent or the name of a declared symbol.
+Extent = int | str
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SymbolDecl(_Strict):
+    """A dynamic dimension and the range of values it may take."""
+
+    min: int = Field(ge=1)
+    max: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SymbolDecl:
+        if self.min > self.max:
+            raise ValueError(f"symbol range is empty: min {self.min} > max {self.max}")
+        return self
+
+
+class TensorDecl(_Strict):
+    name: Name = Field(pattern=NAME_PATTERN)
+    shape: list[Extent] = Field(max_length=8)
+    dtype: Dtype
+
+
+class ReduceDecl(_Strict):
+    op: ReduceOp
+    axes: dict[Name, Extent] = Field(min_length=1, max_length=8)
+
+
+class ComputeDecl(_Strict):
+    name: Name = Field(pattern=NAME_PATTERN)
+    axes: list[Name] = Field(max_length=8)
+    shape: list[Extent] = Field(max_length=8)
+    dtype: Dtype
+    reduce: ReduceDecl | None = None
+    expr: str = Field(min_length=1, max_length=4096)
+
+    @model_validator(mode="after")
+    def _axes_match_shape(self) -> ComputeDecl:
+        if len(self.axes) != len(self.shape):
+            raise ValueError(
+                f"compute {self.name!r} has {len(self.axes)} axes but a shape of rank "
+                f"{len(self.shape)}"
+            )
+        return self
+
+
+class TaskSignature(_Strict):
+    """A tensor program: named inputs, a sequence of computes, and the outputs among them."""
+
+    version: Literal[1] = 1
+    name: str = Field(min_length=1, max_length=128)
+    symbols: dict[Name, SymbolDecl] = Field(default_factory=dict, max_length=8)
+    inputs: list[TensorDecl] = Field(min_length=1, max_length=32)
+    computes: list[ComputeDecl] = Field(min_length=1, max_length=32)
+    outputs: list[Name] = Field(min_length=1, max_length=8)
