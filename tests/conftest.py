@@ -1,0 +1,54 @@
+"""Test-wide setup: every test run gets a private tunehub home and kernel cache."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Set before any tunehub module reads settings, so no test touches ~/.tunehub.
+    home = tempfile.mkdtemp(prefix="tunehub-test-home-")
+    os.environ["TUNEHUB_HOME"] = home
+    os.environ["TUNEHUB_CACHE_DIR"] = os.path.join(home, "cache")
+    os.environ.pop("TUNEHUB_DATABASE_URL", None)
+
+
+POSTGRES_URL_ENV = "TUNEHUB_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty database, private to one test: a SQLite file in `tmp_path`, and a
+    fresh PostgreSQL database when `TUNEHUB_TEST_POSTGRES_URL` names a server (created and
+    dropped around the test; nothing else on that server is touched). Not migrated: call
+    `server.db.session.migrate(url)` first."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tunehub.db'}"
+        return
+    server_url = os.environ.get(POSTGRES_URL_ENV)
+    if not server_url:
+        pytest.skip(f"{POSTGRES_URL_ENV} is not set")
+    yield from _private_postgres_database(server_url)
+
+
+def _private_postgres_database(server_url: str) -> Iterator[str]:
+    # Imported here: the compiler and worker tests run on machines without the service stack.
+    from sqlalchemy import create_engine, make_url, pool, text
+
+    name = f"tunehub_test_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=pool.NullPool)
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            # FORCE: a connection a failed test left open must not keep the database alive.
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
