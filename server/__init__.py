@@ -1,0 +1,1 @@
+"""The service side of tunehub: settings, the SQL tuning database and the tuner."""

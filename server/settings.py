@@ -1,0 +1,49 @@
+"""Service settings, read from `TUNEHUB_*` environment variables.
+
+Nothing is read at import time: `get_settings()` builds the settings on first use, so tests and
+the CLI can set the environment (or pass explicit values) before anything looks at it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_home() -> Path:
+    return Path.home() / ".tunehub"
+
+
+def _default_database_url(data: dict[str, Any]) -> str:
+    # The embedded default: one SQLite file in the home directory, so a fresh install tunes
+    # without any server. `home` is validated before this runs (fields validate in order).
+    return f"sqlite:///{data['home'] / 'tunehub.db'}"
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="TUNEHUB_")
+
+    home: Path = Field(default_factory=_default_home)
+    database_url: str = Field(default_factory=_default_database_url)
+    redis_url: str | None = None
+    max_trials: int = Field(default=10_000, gt=0)
+    max_body_bytes: int = Field(default=1 << 20, gt=0)
+
+    @field_validator("home")
+    @classmethod
+    def _absolute_home(cls, home: Path) -> Path:
+        # `TUNEHUB_HOME=~/x` must not create a directory literally named `~`.
+        return home.expanduser().absolute()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (cached: call `get_settings.cache_clear()` after changing the
+    environment)."""
+    return Settings()

@@ -1,0 +1,361 @@
+"""The data-access layer against real databases (a SQLite file, and PostgreSQL when given)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from datetime import UTC
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from compiler.space.space import Space
+from schemas.record import RecordStatus, TuningStatus
+from schemas.target import Target
+from server.db import store
+from server.db.models import Artifact, Record
+from server.db.session import make_engine, migrate, session_factory, session_scope
+
+WORKLOAD = "ab" * 32
+OTHER_WORKLOAD = "cd" * 32
+MACHINE = {"cpu": "test", "cores": 4}
+
+
+@pytest.fixture
+def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
+    migrate(database_url)
+    engine = make_engine(database_url)
+    try:
+        factory = session_factory(engine)
+        with session_scope(factory) as s:
+            store.upsert_workload(s, key=WORKLOAD, name="matmul", signature={"version": 1})
+            store.upsert_workload(s, key=OTHER_WORKLOAD, name="softmax", signature={"v": 1})
+        yield factory
+    finally:
+        engine.dispose()
+
+
+def _record(s: Session, **overrides: Any) -> Record:
+    fields: dict[str, Any] = {
+        "workload_key": WORKLOAD,
+        "target": "cpu:x86_64-avx2",
+        "symbols": {},
+        "tuning_id": None,
+        "config": {"tile": 8, "vec": True},
+        "features": [1.0, 2.0],
+        "feature_version": 1,
+        "status": RecordStatus.OK,
+        "latency_s": 1e-3,
+        "latencies_s": [1e-3, 1.1e-3],
+        "build_time_s": 0.5,
+        "max_error": 0.0,
+        "error_log": None,
+        "machine": MACHINE,
+        "artifact_sha256": None,
+    }
+    fields.update(overrides)
+    return store.add_record(s, **fields)
+
+
+def test_workload_upsert_keeps_the_first_version(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        again = store.upsert_workload(s, key=WORKLOAD, name="renamed", signature={"x": 2})
+        assert (again.name, again.signature) == ("matmul", {"version": 1})
+    with session_scope(factory) as s:
+        assert [w.key for w in store.list_workloads(s)] in (
+            [WORKLOAD, OTHER_WORKLOAD],
+            [OTHER_WORKLOAD, WORKLOAD],
+        )
+        workload = store.get_workload(s, WORKLOAD)
+        assert workload is not None
+        assert workload.created_at.tzinfo is not None
+        assert store.get_workload(s, "0" * 64) is None
+
+
+def test_tuning_lifecycle(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        tuning = store.create_tuning(
+            s,
+            workload_key=WORKLOAD,
+            target=Target.parse("cuda:sm_90"),
+            symbols={"N": 64, "M": 32},
+            trials=100,
+            strategy="evolutionary",
+        )
+        tuning_id = tuning.id
+    with session_scope(factory) as s:
+        loaded = store.get_tuning(s, tuning_id)
+        assert loaded is not None
+        assert (loaded.status, loaded.trials_done, loaded.trials_requested) == (
+            TuningStatus.QUEUED,
+            0,
+            100,
+        )
+        assert loaded.target == "cuda:sm_90"
+        assert loaded.symbols == {"M": 32, "N": 64}
+        assert loaded.symbols_key == '{"M":32,"N":64}'
+        assert loaded.started_at is None and loaded.finished_at is None
+        found = store.find_active_tuning(
+            s, workload_key=WORKLOAD, target="cuda:sm_90", symbols={"M": 32, "N": 64}
+        )
+        assert found is not None and found.id == tuning_id
+        assert (
+            store.find_active_tuning(
+                s, workload_key=WORKLOAD, target="cuda:sm_80", symbols={"M": 32, "N": 64}
+            )
+            is None
+        )
+        assert (
+            store.find_active_tuning(s, workload_key=WORKLOAD, target="cuda:sm_90", symbols={})
+            is None
+        )
+
+    with session_scope(factory) as s:
+        running = store.update_tuning(s, tuning_id, status=TuningStatus.RUNNING, trials_done=10)
+        assert running.started_at is not None and running.finished_at is None
+        started_at = running.started_at
+        record = _record(s, target="cuda:sm_90", symbols={"M": 32, "N": 64}, tuning_id=tuning_id)
+        store.update_tuning(s, tuning_id, best_record_id=record.id, trials_done=20)
+
+    with session_scope(factory) as s:
+        done = store.update_tuning(s, tuning_id, status=TuningStatus.DONE)
+        assert done.started_at == started_at
+        assert done.finished_at is not None and done.finished_at.tzinfo == UTC
+        assert done.finished_at >= started_at
+        assert (done.trials_done, done.best_record_id, done.error) == (20, record.id, None)
+        assert (
+            store.find_active_tuning(
+                s, workload_key=WORKLOAD, target="cuda:sm_90", symbols={"M": 32, "N": 64}
+            )
+            is None
+        )
+
+    with session_scope(factory) as s:
+        failed = store.update_tuning(s, tuning_id, status=TuningStatus.FAILED, error="boom")
+        assert failed.error == "boom"
+        with pytest.raises(LookupError):
+            store.update_tuning(s, 10**6, status=TuningStatus.DONE)
+
+
+def test_list_tunings_filters_and_pages(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        ids = [
+            store.create_tuning(
+                s, workload_key=key, target="cpu", symbols={}, trials=8, strategy="random"
+            ).id
+            for key in (WORKLOAD, OTHER_WORKLOAD, WORKLOAD)
+        ]
+        store.update_tuning(s, ids[0], status=TuningStatus.RUNNING)
+    with session_scope(factory) as s:
+        assert [t.id for t in store.list_tunings(s, limit=10, offset=0)] == ids[::-1]
+        assert [t.id for t in store.list_tunings(s, limit=1, offset=1)] == [ids[1]]
+        by_workload = store.list_tunings(s, limit=10, offset=0, workload_key=WORKLOAD)
+        assert [t.id for t in by_workload] == [ids[2], ids[0]]
+        running = store.list_tunings(s, limit=10, offset=0, status=TuningStatus.RUNNING)
+        assert [t.id for t in running] == [ids[0]]
+
+
+def test_record_round_trip(factory: sessionmaker[Session]) -> None:
+    config: dict[str, int | str | bool] = {"vec": True, "tile": 8, "order": "ijk"}
+    with session_scope(factory) as s:
+        sha = store.put_artifact(s, data=b"\x7fELF", kind="so", source="int f;", meta={"a": 1})
+        record_id = _record(
+            s,
+            symbols={"M": 16},
+            config=config,
+            latencies_s=[2e-3, 1e-3, 3e-3],
+            latency_s=2e-3,
+            artifact_sha256=sha,
+        ).id
+    with session_scope(factory) as s:
+        record = s.get(Record, record_id)
+        assert record is not None
+        assert record.config == config
+        assert record.config_key == Space.key(config) == store.canonical_json(config)
+        assert record.symbols == {"M": 16}
+        assert record.status is RecordStatus.OK
+        assert (record.latency_s, record.latencies_s) == (2e-3, [2e-3, 1e-3, 3e-3])
+        assert record.features == [1.0, 2.0]
+        assert record.machine == MACHINE
+        assert record.artifact_sha256 == sha
+        assert record.created_at.tzinfo == UTC
+        # Stored as the enum's value, readable in plain SQL.
+        assert s.scalar(text("SELECT status FROM records")) == "ok"
+
+
+def test_add_record_rejects_what_cannot_be_stored(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s, pytest.raises(ValueError, match="complete target"):
+        _record(s, target="cpu")
+    with session_scope(factory) as s, pytest.raises(ValueError, match="latency"):
+        _record(s, latency_s=None)
+    # Foreign keys are enforced (on SQLite too): no record of an unknown workload.
+    with pytest.raises(IntegrityError), session_scope(factory) as s:
+        _record(s, workload_key="ef" * 32)
+    with session_scope(factory) as s:
+        assert store.count_records(s) == 0
+
+
+def test_session_scope_rolls_back_on_error(factory: sessionmaker[Session]) -> None:
+    with pytest.raises(RuntimeError), session_scope(factory) as s:
+        _record(s)
+        raise RuntimeError("the tuner crashed mid-batch")
+    with session_scope(factory) as s:
+        assert store.count_records(s) == 0
+
+
+def test_artifacts_are_content_addressed_and_immutable(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        first = store.put_artifact(s, data=b"cubin", kind="cubin", source="src", meta={"v": 1})
+    with session_scope(factory) as s:
+        again = store.put_artifact(s, data=b"cubin", kind="ptx", source=None, meta={"v": 2})
+        other = store.put_artifact(s, data=b"other", kind="ptx", source=None, meta={})
+    assert first == again != other
+    assert first == hashlib.sha256(b"cubin").hexdigest()
+    with session_scope(factory) as s:
+        artifact = store.get_artifact(s, first)
+        assert artifact is not None
+        assert (artifact.data, artifact.kind, artifact.source, artifact.meta, artifact.size) == (
+            b"cubin",
+            "cubin",
+            "src",
+            {"v": 1},
+            5,
+        )
+        assert s.scalar(select(func.count()).select_from(Artifact)) == 2
+        assert store.get_artifact(s, "0" * 64) is None
+
+
+def test_best_record_ignores_wrong_and_failed_results(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        _record(s, config={"t": 1}, latency_s=3e-3)
+        best = _record(s, config={"t": 2}, latency_s=2e-3).id
+        # Faster, but not ok: never the best.
+        _record(s, config={"t": 3}, status=RecordStatus.WRONG_ANSWER, latency_s=1e-4)
+        _record(s, config={"t": 4}, status=RecordStatus.RUNTIME_ERROR, latency_s=1e-5)
+        _record(s, config={"t": 5}, status=RecordStatus.COMPILE_ERROR, latency_s=None)
+        # Faster, ok, but another workload / symbol values.
+        _record(s, workload_key=OTHER_WORKLOAD, config={"t": 6}, latency_s=1e-6)
+        _record(s, symbols={"M": 1}, config={"t": 7}, latency_s=1e-6)
+    with session_scope(factory) as s:
+        found = store.best_record(s, workload_key=WORKLOAD, target="cpu:x86_64-avx2", symbols={})
+        assert found is not None and found.id == best
+        wrong = store.list_records(s, workload_key=WORKLOAD, status=RecordStatus.WRONG_ANSWER)
+        assert [r.config for r in wrong] == [{"t": 3}]
+        assert store.count_records(s, workload_key=WORKLOAD) == 6
+        assert store.count_records(s, workload_key=WORKLOAD, symbols={}) == 5
+        assert store.best_record(s, workload_key=WORKLOAD, target="cuda") is None
+
+
+def test_best_record_with_incomplete_target(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        _record(s, target="cuda:sm_80", config={"t": 1}, latency_s=2e-3)
+        sm90 = _record(s, target="cuda:sm_90", config={"t": 1}, latency_s=1e-3).id
+        cpu = _record(s, target="cpu:x86_64-avx512", config={"t": 1}, latency_s=1e-4).id
+        # A kind that merely starts with "cuda" is not cuda.
+        _record(s, target="cudax:sm_90", config={"t": 1}, latency_s=1e-9)
+    with session_scope(factory) as s:
+
+        def best(target: str | Target) -> int | None:
+            record = store.best_record(s, workload_key=WORKLOAD, target=target)
+            return None if record is None else record.id
+
+        assert best("cuda") == sm90
+        assert best(Target(kind="cuda")) == sm90
+        assert best("cuda:sm_80") != sm90
+        assert best("cpu") == cpu
+        assert best("cpu:x86_64-avx2") is None
+        assert store.count_records(s, workload_key=WORKLOAD, target="cuda") == 2
+
+
+def test_measured_config_keys_include_failures(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        _record(s, config={"b": 1, "a": 2})
+        _record(s, config={"b": 1, "a": 2})  # a re-measurement is a second record
+        _record(s, config={"a": 3}, status=RecordStatus.COMPILE_TIMEOUT, latency_s=None)
+        _record(s, config={"a": 4}, target="cpu:x86_64-avx512")
+        _record(s, config={"a": 5}, symbols={"M": 8})
+    with session_scope(factory) as s:
+        keys = store.measured_config_keys(
+            s, workload_key=WORKLOAD, target="cpu:x86_64-avx2", symbols={}
+        )
+        assert keys == {Space.key({"a": 2, "b": 1}), Space.key({"a": 3})}
+        assert len(store.list_records(s, workload_key=WORKLOAD, limit=None)) == 5
+        page = store.list_records(s, workload_key=WORKLOAD, limit=2, offset=1)
+        assert [r.config for r in page] == [{"a": 2, "b": 1}, {"a": 3}]
+        same = store.list_records(s, workload_key=WORKLOAD, config={"a": 2, "b": 1})
+        assert len(same) == 2
+
+
+def test_records_of_a_tuning_and_feature_version(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        tuning = store.create_tuning(
+            s, workload_key=WORKLOAD, target="cpu", symbols={}, trials=4, strategy="random"
+        )
+        _record(s, tuning_id=tuning.id, feature_version=2)
+        _record(s, feature_version=1)
+    with session_scope(factory) as s:
+        assert store.count_records(s, tuning_id=tuning.id) == 1
+        assert [r.feature_version for r in store.list_records(s, feature_version=2)] == [2]
+
+
+def test_cost_models_are_appended(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        assert store.latest_cost_model(s, target="cpu:x86_64", feature_version=1) is None
+        store.add_cost_model(s, target="cpu:x86_64", feature_version=1, n_train=10, blob=b"m1")
+        store.add_cost_model(s, target="cpu:x86_64", feature_version=1, n_train=20, blob=b"m2")
+        store.add_cost_model(s, target="cpu:x86_64", feature_version=2, n_train=5, blob=b"m3")
+    with session_scope(factory) as s:
+        latest = store.latest_cost_model(s, target="cpu:x86_64", feature_version=1)
+        assert latest is not None and (latest.n_train, latest.blob) == (20, b"m2")
+
+
+def test_concurrent_writers(database_url: str) -> None:
+    """Two writers with their own engines (as two processes would have) never see "database is
+    locked": WAL and the busy timeout make SQLite writers wait their turn."""
+    migrate(database_url)
+    engine = make_engine(database_url)
+    with session_scope(session_factory(engine)) as s:
+        store.upsert_workload(s, key=WORKLOAD, name="matmul", signature={})
+        tuning_id = store.create_tuning(
+            s, workload_key=WORKLOAD, target="cpu", symbols={}, trials=80, strategy="random"
+        ).id
+    engine.dispose()
+    per_thread = 40
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2, timeout=60)
+
+    def write(worker: int) -> None:
+        engine = make_engine(database_url)
+        factory = session_factory(engine)
+        try:
+            barrier.wait()
+            for i in range(per_thread):
+                with session_scope(factory) as s:
+                    # A read before the first write: the transaction must not go stale.
+                    store.best_record(s, workload_key=WORKLOAD, target="cpu")
+                    store.update_tuning(s, tuning_id, trials_done=i)
+                    sha = store.put_artifact(s, data=b"shared", kind="so", source=None, meta={})
+                    _record(s, config={"w": worker, "i": i}, artifact_sha256=sha)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            engine.dispose()
+
+    threads = [threading.Thread(target=write, args=(worker,)) for worker in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+    engine = make_engine(database_url)
+    try:
+        with session_scope(session_factory(engine)) as s:
+            assert store.count_records(s, workload_key=WORKLOAD) == 2 * per_thread
+            assert s.scalar(select(func.count()).select_from(Artifact)) == 1
+    finally:
+        engine.dispose()
