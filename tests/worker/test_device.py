@@ -1,0 +1,50 @@
+"""Device detection: ISA from cpuinfo flags, which ISAs a host runs, the fingerprint."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas.target import CPU_ISAS, Target
+from worker import device
+
+AVX512_FLAGS = {"sse2", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
+
+
+@pytest.mark.parametrize(
+    ("machine", "flags", "isa"),
+    [
+        ("x86_64", AVX512_FLAGS, "x86_64-avx512"),
+        ("x86_64", AVX512_FLAGS - {"avx512dq"}, "x86_64-avx2"),  # all four are needed
+        ("x86_64", {"sse2", "avx2", "fma"}, "x86_64-avx2"),
+        ("x86_64", {"sse2", "avx2"}, "x86_64"),  # AVX2 without FMA is not x86-64-v3
+        ("x86_64", set(), "x86_64"),
+        ("aarch64", {"fp", "asimd"}, "aarch64-neon"),
+        ("riscv64", set(), "generic"),
+    ],
+)
+def test_isa_from_flags(machine: str, flags: set[str], isa: str) -> None:
+    assert device.isa_from_flags(machine, flags) == isa
+
+
+def test_this_host_has_a_known_isa_and_runs_it() -> None:
+    isa = device.cpu_isa()
+    assert isa in CPU_ISAS
+    assert device.can_run(isa) and device.can_run("generic")
+
+
+def test_x86_levels_run_downwards_only() -> None:
+    assert device.can_run("x86_64", host="x86_64-avx2")
+    assert device.can_run("x86_64-avx2", host="x86_64-avx512")
+    assert not device.can_run("x86_64-avx512", host="x86_64-avx2")
+    assert not device.can_run("x86_64-avx2", host="aarch64-neon")
+    assert device.can_run("generic", host="aarch64-neon")
+
+
+def test_fingerprint_names_the_machine() -> None:
+    fp = device.fingerprint(Target(kind="cpu", isa=device.cpu_isa()), threads=2)
+    assert fp["threads"] == 2
+    assert fp["cpu_isa"] == device.cpu_isa()
+    assert fp["cpu_cores"] >= 1
+    assert fp["compiler"].startswith("gcc ") and fp["compiler"] != "gcc ?"
+    for key in ("hostname", "os", "cpu_model"):
+        assert isinstance(fp[key], str) and fp[key]

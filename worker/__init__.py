@@ -1,0 +1,5 @@
+"""The build/measure side: compile candidates, run them in a sandbox, report results.
+
+Imports neither the service stack (fastapi, sqlalchemy) nor the queue (rq, redis), so a bare
+GPU machine with numpy can build, measure and benchmark from a plain checkout.
+"""

@@ -1,0 +1,61 @@
+"""The build interface: kernel source in, loadable artifact (or a failure with its log) out.
+
+One builder per toolchain (gcc for CPUs here, nvcc for CUDA beside it); the job functions
+pick one by target kind and never look inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.kernel import Kernel
+from schemas.record import RecordStatus
+from schemas.target import Target
+
+# Compiler logs are kept in records: enough to see the error, not a 10 MB template dump.
+MAX_LOG_CHARS = 16_000
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """`status` is OK, COMPILE_ERROR or COMPILE_TIMEOUT; `log` holds the compiler's output
+    either way (warnings on success), truncated to MAX_LOG_CHARS."""
+
+    status: RecordStatus
+    build_time_s: float
+    log: str = ""
+    artifact: bytes | None = None
+    sha256: str | None = None
+    # Toolchain facts worth keeping with the record: command line, artifact size; for CUDA,
+    # registers and shared memory per kernel.
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def success(
+        cls, artifact: bytes, build_time_s: float, log: str, stats: dict[str, Any]
+    ) -> BuildResult:
+        return cls(
+            RecordStatus.OK,
+            build_time_s,
+            truncate(log),
+            artifact,
+            hashlib.sha256(artifact).hexdigest(),
+            stats,
+        )
+
+
+def truncate(log: str, limit: int = MAX_LOG_CHARS) -> str:
+    """Head and tail of a long log: the first error and the final summary both survive."""
+    if len(log) <= limit:
+        return log
+    half = limit // 2
+    return f"{log[:half]}\n... [{len(log) - 2 * half} characters cut] ...\n{log[-half:]}"
+
+
+class Builder(ABC):
+    @abstractmethod
+    def build(self, kernel: Kernel, target: Target, timeout_s: float) -> BuildResult:
+        """Compile `kernel` for `target`, giving up after `timeout_s` seconds of wall time."""

@@ -1,0 +1,268 @@
+"""The measuring child process: load a kernel, check its output, time it.
+
+Runs as `python -m worker.measure.child REQUEST_FD REPLY_FD`, started by a `Sandbox`, and
+serves one `Request` at a time until its request pipe closes. A kernel that crashes takes
+only this process down; the parent learns how far it got from the replies already sent:
+`("ready",)` once the case is loaded (the run deadline starts there), `("checked", max_error,
+first_call_s)` after the first run was verified, then `("result", MeasureResult)`.
+
+Every buffer (inputs too) is 64-byte aligned and framed by guard bytes that are checked after
+the runs, and the inputs are compared with a pristine copy: a kernel that writes out of bounds
+or into its inputs is a runtime error, not a silent corruption of the next candidate.
+"""
+
+from __future__ import annotations
+
+import _ctypes
+import contextlib
+import ctypes
+import math
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+from compiler import verify
+from compiler.inputs import output_buffers
+from schemas.record import RecordStatus
+from worker.measure.case import Case
+from worker.measure.cpu import Request
+from worker.measure.harness import MAX_ARGS, Harness
+from worker.measure.harness import load as load_harness
+from worker.measure.runner import MeasureResult
+
+WRONG_ANSWER = RecordStatus.WRONG_ANSWER
+ALIGN = 64
+GUARD = 4096
+GUARD_BYTE = 0x5C
+# Timed repeats stop early once this share of the run timeout is spent.
+TIME_SHARE = 0.7
+# No batch longer than this many calls, however fast a kernel claims to be.
+MAX_CALLS = 1_000_000
+
+
+class KernelError(Exception):
+    """The kernel misbehaved (non-zero return, out-of-bounds write): a runtime error."""
+
+
+@dataclass
+class _Buffer:
+    """A 64-byte aligned array inside a guarded allocation."""
+
+    raw: np.ndarray
+    array: np.ndarray
+    start: int  # byte offset of `array` in `raw`
+
+    @classmethod
+    def like(cls, template: np.ndarray) -> _Buffer:
+        nbytes = template.nbytes
+        raw = np.full(nbytes + 2 * GUARD + ALIGN, GUARD_BYTE, np.uint8)
+        start = GUARD + (-(raw.ctypes.data + GUARD)) % ALIGN
+        array = raw[start : start + nbytes].view(template.dtype).reshape(template.shape)
+        np.copyto(array, template)
+        return cls(raw, array, start)
+
+    def guards_intact(self) -> bool:
+        end = self.start + self.array.nbytes
+        return bool((self.raw[: self.start] == GUARD_BYTE).all()) and bool(
+            (self.raw[end:] == GUARD_BYTE).all()
+        )
+
+
+@dataclass
+class _Loaded:
+    """A case held in memory across candidates of one workload."""
+
+    key: tuple[Any, ...]  # see _key
+    inputs: dict[str, np.ndarray]  # pristine
+    expected: dict[str, np.ndarray]
+    poisoned: dict[str, np.ndarray]
+    buffers: dict[str, _Buffer] = field(default_factory=dict)  # inputs, as kernels see them
+
+
+def main(argv: list[str]) -> None:
+    requests = Connection(int(argv[1]), writable=False)
+    replies = Connection(int(argv[2]), readable=False)
+    # Kernels are unloaded after use; libgomp must stay, its thread pool outlives them.
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+    harness = load_harness()
+    loaded: _Loaded | None = None
+    while True:
+        try:
+            request = requests.recv()
+        except EOFError:
+            return
+        try:
+            if loaded is None or loaded.key != _key(request.case):
+                loaded = None  # free the previous case before reading the next
+                loaded = _load(request.case)
+        except Exception:
+            replies.send(("result", _failure("cannot load the test case")))
+            continue
+        replies.send(("ready",))
+        for message in _measure(request, loaded, harness):
+            replies.send(message)
+
+
+def _key(case: Case) -> tuple[Any, ...]:
+    """One file serves every signature of a workload, under each one's own tensor names."""
+    program = case.program
+    return (str(case.path), tuple(t.name for t in program.inputs), program.outputs)
+
+
+def _load(case: Case) -> _Loaded:
+    inputs, expected = case.load()
+    poisoned = output_buffers(case.program, dict(case.symbols), poison=True)
+    loaded = _Loaded(_key(case), inputs, expected, poisoned)
+    loaded.buffers = {name: _Buffer.like(array) for name, array in inputs.items()}
+    return loaded
+
+
+def _measure(
+    request: Request, loaded: _Loaded, harness: Harness | None
+) -> Iterator[tuple[Any, ...]]:
+    meta = request.metadata
+    # The parent kills this process at ready + timeout_s; leave room for the final checks.
+    deadline = perf_counter() + TIME_SHARE * request.timeout_s
+    lib = None
+    try:
+        outputs = {
+            a["name"]: _Buffer.like(loaded.poisoned[a["name"]])
+            for a in meta["args"]
+            if a["role"] == "output"
+        }
+        buffers = [*loaded.buffers.values(), *outputs.values()]
+        lib = ctypes.CDLL(request.library)
+        call = _Call(lib, meta, {**loaded.buffers, **outputs}, request.case.symbols, harness)
+        first_s = call.batch(1)
+        _check_memory(buffers, loaded)
+        max_error, wrong = _compare(loaded.expected, outputs, meta, request.reduce_extents)
+        if wrong:
+            yield ("result", MeasureResult(WRONG_ANSWER, log=wrong, max_error=max_error))
+            return
+        yield ("checked", max_error, first_s)
+        latencies = _time(call, request.repeats, request.min_repeat_s, first_s, deadline)
+        _check_memory(buffers, loaded)
+        # Checked again after many runs: catches races between threads that one run missed.
+        max_error_2, wrong = _compare(loaded.expected, outputs, meta, request.reduce_extents)
+        if wrong:
+            log = f"output changed after repeated runs (a race?): {wrong}"
+            yield ("result", MeasureResult(WRONG_ANSWER, log=log, max_error=max_error_2))
+            return
+        yield ("result", MeasureResult(RecordStatus.OK, latencies, max_error=max_error))
+    except KernelError as exc:
+        yield ("result", MeasureResult(RecordStatus.RUNTIME_ERROR, log=str(exc)))
+    except Exception:
+        yield ("result", _failure("the measurement failed"))
+    finally:
+        if lib is not None:
+            _ctypes.dlclose(lib._handle)
+
+
+class _Call:
+    """The kernel bound to its arguments, converted once rather than on every call."""
+
+    def __init__(
+        self,
+        lib: ctypes.CDLL,
+        meta: dict[str, Any],
+        buffers: dict[str, _Buffer],
+        symbols: Any,
+        harness: Harness | None,
+    ) -> None:
+        fn = getattr(lib, meta["entry"])
+        fn.restype = ctypes.c_int
+        pointers = [buffers[a["name"]].array.ctypes.data for a in meta["args"]]
+        sizes = [int(symbols[name]) for name in meta["symbols"]]
+        self.fn = fn
+        self.args = [ctypes.c_void_p(p) for p in pointers] + [ctypes.c_int64(s) for s in sizes]
+        fn.argtypes = [type(a) for a in self.args]
+        self.harness = harness if len(self.args) <= MAX_ARGS else None
+        if self.harness is not None:
+            self.address = ctypes.cast(fn, ctypes.c_void_p).value or 0
+            self.argv = self.harness.arguments(pointers + sizes)
+
+    def batch(self, number: int) -> float:
+        """Seconds taken by `number` back-to-back calls; KernelError on a non-zero return."""
+        start = perf_counter()
+        if self.harness is not None:
+            code = self.harness.repeat(self.address, self.argv, number)
+        else:
+            code = 0
+            for _ in range(number):
+                code = self.fn(*self.args)
+                if code != 0:
+                    break
+        elapsed = perf_counter() - start
+        if code != 0:
+            raise KernelError(f"kernel returned {code}")
+        return elapsed
+
+
+def _check_memory(buffers: list[_Buffer], loaded: _Loaded) -> None:
+    if not all(b.guards_intact() for b in buffers):
+        raise KernelError("kernel wrote outside its buffers (guard bytes overwritten)")
+    for name, buffer in loaded.buffers.items():
+        if not np.array_equal(buffer.array.view(np.uint8), loaded.inputs[name].view(np.uint8)):
+            raise KernelError(f"kernel wrote into its input {name!r}")
+
+
+def _compare(
+    expected: dict[str, np.ndarray],
+    outputs: dict[str, _Buffer],
+    meta: dict[str, Any],
+    reduce_extents: dict[str, int],
+) -> tuple[float, str]:
+    """(max abs error over outputs, mismatch message or "")."""
+    max_error, wrong = 0.0, []
+    for arg in meta["args"]:
+        name = arg["name"]
+        if arg["role"] != "output":
+            continue
+        result = verify.compare(
+            expected[name], outputs[name].array, arg["dtype"], reduce_extent=reduce_extents[name]
+        )
+        max_error = max(max_error, result.max_abs_err)
+        if not result.ok:
+            wrong.append(f"{name}: {result.message}")
+    return max_error, "; ".join(wrong)
+
+
+def _time(
+    call: _Call, repeats: int, min_repeat_s: float, first_s: float, deadline: float
+) -> list[float]:
+    """Per-call latency of each of `repeats` batches, each batch at least `min_repeat_s` long.
+
+    A short first call is followed by a warm-up batch (caches, the thread pool) that also
+    calibrates the batch size; a long one was warm-up enough. A slow kernel gets fewer repeats
+    (at least one) rather than running into the deadline: a latency is worth more than a
+    timeout for a correct kernel.
+    """
+    number = _calls(min_repeat_s, first_s)
+    if first_s < min_repeat_s:
+        number = _calls(min_repeat_s, call.batch(number) / number)
+    latencies: list[float] = []
+    while len(latencies) < repeats:
+        latencies.append(call.batch(number) / number)
+        if perf_counter() + latencies[-1] * number > deadline:
+            break
+    return latencies
+
+
+def _calls(min_repeat_s: float, per_call_s: float) -> int:
+    return max(1, min(MAX_CALLS, math.ceil(min_repeat_s / max(per_call_s, 1e-9))))
+
+
+def _failure(what: str) -> MeasureResult:
+    """A Python-level failure inside the child: the traceback is the log."""
+    return MeasureResult(RecordStatus.RUNTIME_ERROR, log=f"{what}:\n{traceback.format_exc()}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
