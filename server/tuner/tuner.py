@@ -1,0 +1,396 @@
+"""The tuner: one tuning's search loop, the same whichever executor runs the candidates.
+
+    space = space_for(program, target); strategy seeded with the database's records
+    measure the naive config first (the baseline) unless the database already has it
+    loop: batch = strategy.propose(n) -> executor.run(batch) -> records (+ artifacts)
+          -> strategy.notify -> tuning progress -> progress callback
+    until the trial budget is spent, the space is exhausted or the tuning is cancelled
+
+Every measurement ever made for a workload, target and symbol values is reused: a config in
+the database is never measured again, so running a tuning again (or a new tuning of the same
+workload) resumes instead of starting over, and the best kernel is the best of all of them.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from compiler import search
+from compiler.analysis import CONTRACTION, analyze
+from compiler.canonical import workload_key
+from compiler.ir import Program
+from compiler.program import load
+from compiler.space import space_for
+from compiler.space.space import Config, Space
+from schemas.record import RecordStatus, TuningStatus
+from schemas.signature import TaskSignature
+from schemas.target import Target
+from server.db import store
+from server.db.session import session_scope
+from server.tuner.executor import Executor
+from worker.jobs import CandidateRequest, CandidateResult
+
+# A symbolic workload is tuned for one assignment of its symbols; a symbol nobody named is
+# tuned at this value (clamped into its declared range): large enough to exercise tiling,
+# small enough that the naive baseline finishes quickly.
+DEFAULT_SYMBOL_VALUE = 64
+
+# Feature version of records without a feature vector (the candidate failed before lowering).
+NO_FEATURES = 0
+
+ARTIFACT_KINDS = {"cpu": "so", "cuda": "cubin"}
+
+
+def resolve_symbols(program: Program, given: Mapping[str, int]) -> dict[str, int]:
+    """The symbol values to tune for: `given`, checked against the declared ranges, with every
+    symbol not given at DEFAULT_SYMBOL_VALUE (clamped). Raises ValueError on a bad name/value."""
+    declared = {s.name: s for s in program.symbols}
+    unknown = set(given) - set(declared)
+    if unknown:
+        names = ", ".join(declared) or "none"
+        raise ValueError(f"unknown symbol {', '.join(sorted(unknown))} (declared: {names})")
+    values = {}
+    for name, sym in declared.items():
+        value = given.get(name, min(max(DEFAULT_SYMBOL_VALUE, sym.min), sym.max))
+        if not sym.min <= value <= sym.max:
+            raise ValueError(f"symbol {name}={value} is outside its range [{sym.min}, {sym.max}]")
+        values[name] = value
+    return values
+
+
+def submit(
+    s: Session,
+    *,
+    signature: TaskSignature,
+    target: Target,
+    symbols: Mapping[str, int],
+    trials: int,
+    strategy: str,
+) -> int:
+    """Register a tuning request (workload upserted, tuning queued) and return its id.
+
+    Validates everything a tuning could fail on late: the program, the strategy name and the
+    symbol values (SignatureError / ValueError with a one-line message).
+    """
+    program = load(signature)
+    if strategy not in search.STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(search.STRATEGIES)})")
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, not {trials}")
+    key = workload_key(program)
+    # The signature as submitted (not the canonical form): the tuner loads it back.
+    store.upsert_workload(s, key=key, name=signature.name, signature=signature.model_dump())
+    tuning = store.create_tuning(
+        s,
+        workload_key=key,
+        target=target,
+        symbols=resolve_symbols(program, symbols),
+        trials=trials,
+        strategy=strategy,
+    )
+    return tuning.id
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running tuning stands, after each batch."""
+
+    tuning_id: int
+    trials_done: int
+    trials: int
+    best_latency_s: float | None
+    failures: int
+
+
+@dataclass(frozen=True)
+class Best:
+    record_id: int
+    latency_s: float
+    config: dict[str, Any]
+    artifact_sha256: str | None
+
+
+@dataclass(frozen=True)
+class TuningSummary:
+    """A tuning's outcome, as the CLI and the API report it.
+
+    `best` and `baseline_latency_s` (the naive config) come from every record of this workload,
+    target and symbols, not only this tuning's: that is the kernel a client would get.
+    """
+
+    tuning_id: int
+    workload_key: str
+    target: str
+    symbols: dict[str, int]
+    strategy: str
+    status: TuningStatus
+    trials: int
+    trials_requested: int
+    baseline_latency_s: float | None
+    best: Best | None
+    failures: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    flops: int | None = None  # of the contractions (2 per multiply-add); None without any
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """The tuning row's fields, detached from the session that read them."""
+
+    tuning_id: int
+    workload_key: str
+    signature: dict[str, Any]
+    target: Target
+    symbols: dict[str, int]
+    trials: int
+    trials_done: int
+    strategy: str
+
+
+class Tuner:
+    """Runs tunings from the database through one executor.
+
+    `batch_size` defaults to 2 candidates per parallel build slot (at least 8), so builds keep
+    every core busy while a batch is small enough to re-plan from fresh results often.
+    `threads` is the OpenMP thread count kernels are measured with.
+    """
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        executor: Executor,
+        *,
+        threads: int = 1,
+        seed: int = 0,
+        batch_size: int | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.executor = executor
+        self.threads = threads
+        self.seed = seed
+        self.batch_size = batch_size or max(8, 2 * executor.parallelism)
+
+    def run(self, tuning_id: int, progress: ProgressCallback | None = None) -> TuningSummary:
+        """Run (or resume) tuning `tuning_id` to its budget and mark it done; on an internal
+        error mark it failed, with the error, and re-raise. A cancelled tuning stops at the
+        next batch boundary and stays cancelled; an interrupted one (Ctrl-C) is cancelled."""
+        job = self._start(tuning_id)
+        if job is not None:
+            try:
+                self._tune(job, progress)
+            except KeyboardInterrupt:
+                with session_scope(self.sessions) as s:
+                    store.update_tuning(
+                        s, tuning_id, status=TuningStatus.CANCELLED, error="interrupted"
+                    )
+                raise
+            except Exception as exc:
+                with session_scope(self.sessions) as s:
+                    error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+                    store.update_tuning(s, tuning_id, status=TuningStatus.FAILED, error=error)
+                raise
+        with session_scope(self.sessions) as s:
+            return summarize(s, tuning_id)
+
+    def _start(self, tuning_id: int) -> _Job | None:
+        """Mark the tuning running and read what it needs; None when it was cancelled."""
+        with session_scope(self.sessions) as s:
+            tuning = store.get_tuning(s, tuning_id)
+            if tuning is None:
+                raise LookupError(f"no tuning {tuning_id}")
+            if tuning.status == TuningStatus.CANCELLED:
+                return None
+            workload = store.get_workload(s, tuning.workload_key)
+            assert workload is not None  # a foreign key
+            store.update_tuning(s, tuning_id, status=TuningStatus.RUNNING)
+            return _Job(
+                tuning_id=tuning.id,
+                workload_key=tuning.workload_key,
+                signature=dict(workload.signature),
+                target=Target.parse(tuning.target),
+                symbols=dict(tuning.symbols),
+                trials=tuning.trials_requested,
+                trials_done=tuning.trials_done,
+                strategy=tuning.strategy,
+            )
+
+    def _tune(self, job: _Job, progress: ProgressCallback | None) -> None:
+        program = load(job.signature)
+        target = self.executor.resolve(job.target)
+        symbols = resolve_symbols(program, job.symbols)
+        space = space_for(program, target)
+        with session_scope(self.sessions) as s:
+            records = store.list_records(
+                s, workload_key=job.workload_key, target=target, symbols=symbols, limit=None
+            )
+            known = [(r.config, _learned(r.status, r.latency_s)) for r in records]
+        strategy = search.create(job.strategy, space, seed=self.seed, known=known)
+        # The baseline goes first, once per workload, target and symbols.
+        pending = [naive] if strategy.take(naive := space.naive()) else []
+        done, failures = job.trials_done, 0
+        while done < job.trials and not self._cancelled(job.tuning_id):
+            n = min(self.batch_size, job.trials - done)
+            batch, pending = pending + strategy.propose(n - len(pending)), []
+            if not batch:
+                break  # every valid config of the space is measured
+            results = self.executor.run([self._request(job, target, symbols, c) for c in batch])
+            with session_scope(self.sessions) as s:
+                for config, result in zip(batch, results, strict=True):
+                    _persist(s, job, target, symbols, config, result)
+                done += len(batch)
+                best = store.best_record(
+                    s, workload_key=job.workload_key, target=target, symbols=symbols
+                )
+                store.update_tuning(
+                    s, job.tuning_id, trials_done=done, best_record_id=best.id if best else None
+                )
+            strategy.notify(
+                [(c, _learned(r.status, r.latency_s)) for c, r in zip(batch, results, strict=True)]
+            )
+            failures += sum(r.status is not RecordStatus.OK for r in results)
+            if progress is not None:
+                latency = best.latency_s if best else None
+                progress(Progress(job.tuning_id, done, job.trials, latency, failures))
+        with session_scope(self.sessions) as s:
+            tuning = store.get_tuning(s, job.tuning_id)
+            if tuning is not None and tuning.status != TuningStatus.CANCELLED:
+                store.update_tuning(s, job.tuning_id, status=TuningStatus.DONE)
+
+    def _cancelled(self, tuning_id: int) -> bool:
+        """Re-read from the database: the API cancels a tuning by setting its status."""
+        with session_scope(self.sessions) as s:
+            tuning = store.get_tuning(s, tuning_id)
+            return tuning is None or tuning.status == TuningStatus.CANCELLED
+
+    def _request(
+        self, job: _Job, target: Target, symbols: dict[str, int], config: Config
+    ) -> CandidateRequest:
+        return CandidateRequest(
+            signature=job.signature,
+            target=target.model_dump(),
+            config=dict(config),
+            symbols=symbols,
+            threads=self.threads,
+        )
+
+
+def _learned(status: RecordStatus, latency_s: float | None) -> float | None:
+    """What a strategy learns from a result: its latency, or None for any kind of failure (a
+    wrong answer's latency means nothing)."""
+    return latency_s if status == RecordStatus.OK else None
+
+
+def _persist(
+    s: Session,
+    job: _Job,
+    target: Target,
+    symbols: dict[str, int],
+    config: Config,
+    result: CandidateResult,
+) -> None:
+    """One record per result, failures included; the artifact with it when it ran correctly."""
+    sha256 = None
+    ok = result.status is RecordStatus.OK
+    if ok and result.artifact is not None:
+        sha256 = store.put_artifact(
+            s,
+            data=result.artifact,
+            kind=ARTIFACT_KINDS[target.kind],
+            source=result.source,
+            meta=result.metadata,
+        )
+    store.add_record(
+        s,
+        workload_key=job.workload_key,
+        target=target,
+        symbols=symbols,
+        tuning_id=job.tuning_id,
+        config=config,
+        features=list(result.features.values()),
+        feature_version=NO_FEATURES
+        if result.feature_version is None
+        else int(result.feature_version),
+        status=result.status,
+        latency_s=result.latency_s,
+        latencies_s=result.latencies_s,
+        build_time_s=result.build_time_s,
+        max_error=result.max_error,
+        error_log=None if ok else result.log,
+        machine=result.machine,
+        artifact_sha256=sha256,
+    )
+
+
+def summarize(s: Session, tuning_id: int) -> TuningSummary:
+    """The summary of tuning `tuning_id` as the database has it now."""
+    tuning = store.get_tuning(s, tuning_id)
+    if tuning is None:
+        raise LookupError(f"no tuning {tuning_id}")
+    records = store.list_records(s, tuning_id=tuning_id, limit=None)
+    failures = Counter(str(r.status) for r in records if r.status != RecordStatus.OK)
+    # Records name the complete target the tuning resolved to; take it from them.
+    target = records[0].target if records else tuning.target
+    symbols = dict(tuning.symbols)
+    workload = store.get_workload(s, tuning.workload_key)
+    assert workload is not None  # a foreign key
+    program = load(workload.signature)
+    best = store.best_record(s, workload_key=tuning.workload_key, target=target, symbols=symbols)
+    baseline = None
+    if records:
+        naive = space_for(program, Target.parse(target)).naive()
+        baseline = _latency_of(s, tuning.workload_key, target, symbols, naive)
+    return TuningSummary(
+        tuning_id=tuning.id,
+        workload_key=tuning.workload_key,
+        target=target,
+        symbols=symbols,
+        strategy=tuning.strategy,
+        status=TuningStatus(tuning.status),
+        trials=tuning.trials_done,
+        trials_requested=tuning.trials_requested,
+        baseline_latency_s=baseline,
+        best=None
+        if best is None or best.latency_s is None
+        else Best(best.id, best.latency_s, dict(best.config), best.artifact_sha256),
+        failures=dict(sorted(failures.items())),
+        error=tuning.error,
+        flops=contraction_flops(program, symbols),
+    )
+
+
+def contraction_flops(program: Program, symbols: dict[str, int]) -> int | None:
+    """Floating-point operations of the program's contractions (a multiply and an add per
+    term), the usual GFLOP/s numerator; None when it has none (softmax, elementwise)."""
+    total = 0
+    for stage in analyze(program).stages:
+        if stage.kind == CONTRACTION:
+            points = prod(program.extent(e, symbols) for e in stage.shape)
+            terms = prod(program.extent(r.extent, symbols) for r in stage.anchor.reduce_axes)
+            total += 2 * points * terms
+    return total or None
+
+
+def _latency_of(
+    s: Session, workload_key: str, target: str, symbols: dict[str, int], config: Config
+) -> float | None:
+    """The latency `config` measured here (None if it never ran correctly)."""
+    key = Space.key(config)
+    ok = store.list_records(
+        s,
+        workload_key=workload_key,
+        target=target,
+        symbols=symbols,
+        status=RecordStatus.OK,
+        limit=None,
+    )
+    return next((r.latency_s for r in ok if r.config_key == key), None)

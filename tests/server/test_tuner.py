@@ -1,0 +1,178 @@
+"""The tuner end to end: real spaces, real builds and measurements, a real database."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from compiler.program import load
+from compiler.space import space_for
+from compiler.space.space import Space
+from schemas.record import RecordStatus, TuningStatus
+from schemas.signature import TaskSignature
+from schemas.target import Target
+from server.db import store
+from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.tuner import LocalExecutor, Progress, Tuner, resolve_symbols, submit
+
+# A small symbolic matmul: cheap to build and measure, and it exercises symbol defaults.
+SIGNATURE = TaskSignature.model_validate(
+    {
+        "version": 1,
+        "name": "tiny_matmul",
+        "symbols": {"M": {"min": 1, "max": 256}},
+        "inputs": [
+            {"name": "A", "shape": ["M", 32], "dtype": "float32"},
+            {"name": "B", "shape": [32, 24], "dtype": "float32"},
+        ],
+        "computes": [
+            {
+                "name": "C",
+                "axes": ["i", "j"],
+                "shape": ["M", 24],
+                "dtype": "float32",
+                "reduce": {"op": "sum", "axes": {"k": 32}},
+                "expr": "A[i, k] * B[k, j]",
+            }
+        ],
+        "outputs": ["C"],
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[LocalExecutor]:
+    """One process pool for the module: starting one costs about a second."""
+    with LocalExecutor() as executor:
+        yield executor
+
+
+@pytest.fixture
+def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
+    migrate(database_url)
+    engine = make_engine(database_url)
+    try:
+        yield session_factory(engine)
+    finally:
+        engine.dispose()
+
+
+def _submit(
+    sessions: sessionmaker[Session], target: Target, trials: int, strategy: str = "evolutionary"
+) -> int:
+    with session_scope(sessions) as s:
+        return submit(
+            s, signature=SIGNATURE, target=target, symbols={}, trials=trials, strategy=strategy
+        )
+
+
+def test_tuning_measures_naive_first_persists_everything_and_resumes(
+    sessions: sessionmaker[Session], executor: LocalExecutor
+) -> None:
+    target = executor.resolve(Target(kind="cpu"))
+    tuner = Tuner(sessions, executor, batch_size=3)
+    seen: list[Progress] = []
+
+    first = tuner.run(_submit(sessions, target, trials=5), seen.append)
+
+    assert first.status == TuningStatus.DONE
+    assert first.trials == 5
+    assert [p.trials_done for p in seen] == [3, 5]
+    assert first.symbols == {"M": 64}  # the documented default
+    naive = space_for(load(SIGNATURE), target).naive()
+    with session_scope(sessions) as s:
+        records = store.list_records(s, tuning_id=first.tuning_id, limit=None)
+        assert len(records) == 5
+        assert records[0].config == naive  # the baseline goes first
+        assert records[0].status == RecordStatus.OK
+        assert first.baseline_latency_s == records[0].latency_s
+        assert all(r.target == str(target) and r.machine for r in records)
+        assert first.best is not None and first.best.artifact_sha256 is not None
+        artifact = store.get_artifact(s, first.best.artifact_sha256)
+        assert artifact is not None and artifact.data and artifact.source
+        assert artifact.meta["entry"]
+        tuning = store.get_tuning(s, first.tuning_id)
+        assert tuning is not None and tuning.best_record_id == first.best.record_id
+        assert first.best.latency_s == min(r.latency_s for r in records if r.latency_s)
+
+    # A second tuning of the same workload reuses every measurement: nothing is measured twice,
+    # the naive config is not measured again, and the best can only get better.
+    second = tuner.run(_submit(sessions, target, trials=4, strategy="random"))
+    with session_scope(sessions) as s:
+        all_records = store.list_records(s, workload_key=first.workload_key, limit=None)
+        again = store.list_records(s, tuning_id=second.tuning_id, limit=None)
+    assert len(again) == 4
+    keys = [r.config_key for r in all_records]
+    assert len(keys) == len(set(keys)) == 9
+    assert Space.key(naive) not in {r.config_key for r in again}
+    assert second.baseline_latency_s == first.baseline_latency_s
+    assert second.best is not None and second.best.latency_s <= first.best.latency_s
+
+
+def test_cancelling_stops_at_the_next_batch(
+    sessions: sessionmaker[Session], executor: LocalExecutor
+) -> None:
+    target = executor.resolve(Target(kind="cpu"))
+    tuning_id = _submit(sessions, target, trials=20)
+
+    def cancel(progress: Progress) -> None:
+        with session_scope(sessions) as s:
+            store.update_tuning(s, progress.tuning_id, status=TuningStatus.CANCELLED)
+
+    summary = Tuner(sessions, executor, batch_size=2).run(tuning_id, cancel)
+    assert summary.status == TuningStatus.CANCELLED
+    assert summary.trials == 2
+
+
+def test_a_tuning_stops_when_the_space_is_exhausted(
+    sessions: sessionmaker[Session], executor: LocalExecutor
+) -> None:
+    signature = TaskSignature.model_validate(
+        {
+            "version": 1,
+            "name": "add_one",
+            "inputs": [{"name": "X", "shape": [8], "dtype": "float32"}],
+            "computes": [
+                {"name": "Y", "axes": ["i"], "shape": [8], "dtype": "float32", "expr": "X[i] + 1.0"}
+            ],
+            "outputs": ["Y"],
+        }
+    )
+    target = executor.resolve(Target(kind="cpu"))
+    space = space_for(load(signature), target)
+    combos = itertools.product(*space.knobs.values())
+    valid = sum(space.check(dict(zip(space.knobs, c, strict=True))) is None for c in combos)
+    assert valid < 50, "pick a smaller program: this test needs a space it can exhaust"
+    with session_scope(sessions) as s:
+        tuning_id = submit(
+            s, signature=signature, target=target, symbols={}, trials=50, strategy="evolutionary"
+        )
+    summary = Tuner(sessions, executor).run(tuning_id)
+    assert summary.status == TuningStatus.DONE
+    assert summary.trials == valid
+
+
+def test_a_tuning_that_cannot_run_is_marked_failed(
+    sessions: sessionmaker[Session], executor: LocalExecutor
+) -> None:
+    tuning_id = _submit(sessions, Target(kind="cuda", arch="sm_90"), trials=2)
+    with pytest.raises(ValueError, match="only cpu targets"):
+        Tuner(sessions, executor).run(tuning_id)
+    with session_scope(sessions) as s:
+        tuning = store.get_tuning(s, tuning_id)
+        assert tuning is not None
+        assert tuning.status == TuningStatus.FAILED
+        assert tuning.error and "only cpu targets" in tuning.error
+
+
+def test_symbol_values_default_and_are_checked() -> None:
+    program = load(SIGNATURE)
+    assert resolve_symbols(program, {}) == {"M": 64}
+    assert resolve_symbols(program, {"M": 7}) == {"M": 7}
+    with pytest.raises(ValueError, match=r"outside its range \[1, 256\]"):
+        resolve_symbols(program, {"M": 1000})
+    with pytest.raises(ValueError, match="unknown symbol N"):
+        resolve_symbols(program, {"N": 3})
