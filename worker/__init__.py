@@ -1,5 +1,6 @@
 """The build/measure side: compile candidates, run them in a sandbox, report results.
 
-Imports neither the service stack (fastapi, sqlalchemy) nor the queue (rq, redis), so a bare
-GPU machine with numpy can build, measure and benchmark from a plain checkout.
+`build`, `measure` and `jobs` import neither the service stack (fastapi, sqlalchemy) nor the
+queue (rq, redis), so a bare GPU machine with numpy can build, measure and benchmark from a
+plain checkout; only `daemon` and `queues`, which serve the RQ queues, need rq and redis.
 """

@@ -1,0 +1,134 @@
+"""The tuner as a service: tunings run through the worker daemons and land in the database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from redis import Redis
+from rq import Queue
+from sqlalchemy.orm import Session, sessionmaker
+
+from schemas.record import RecordStatus, TuningStatus
+from schemas.signature import TaskSignature
+from schemas.target import Target
+from server.db import store
+from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.settings import Settings
+from server.tuner import submit
+from server.tuner.service import enqueue_tuning, run_tuning
+from tests.service.workers import ROOT, Fleet
+from worker import device
+from worker.queues import TUNER_QUEUE, tuning_job_id
+
+SIGNATURE = TaskSignature.model_validate(
+    {
+        "version": 1,
+        "name": "service_matmul",
+        "symbols": {"M": {"min": 1, "max": 64}},
+        "inputs": [
+            {"name": "A", "shape": ["M", 16], "dtype": "float32"},
+            {"name": "B", "shape": [16, 24], "dtype": "float32"},
+        ],
+        "computes": [
+            {
+                "name": "C",
+                "axes": ["i", "j"],
+                "shape": ["M", 24],
+                "dtype": "float32",
+                "reduce": {"op": "sum", "axes": {"k": 16}},
+                "expr": "A[i, k] * B[k, j]",
+            }
+        ],
+        "outputs": ["C"],
+    }
+)
+TARGET = Target(kind="cpu", isa=device.cpu_isa())
+
+
+@pytest.fixture(scope="module")
+def workers(module_redis_url: str, module_fleet: Fleet) -> str:
+    """Two worker daemons; the Redis URL they listen on."""
+    module_fleet.start(module_redis_url, 2)
+    return module_redis_url
+
+
+@pytest.fixture
+def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
+    migrate(database_url)
+    engine = make_engine(database_url)
+    yield session_factory(engine)
+    engine.dispose()
+
+
+def queue_tuning(
+    sessions: sessionmaker[Session], trials: int, target: Target | None = None, **symbols: int
+) -> int:
+    target = target or Target(kind="cpu")
+    with session_scope(sessions) as s:
+        return submit(
+            s, signature=SIGNATURE, target=target, symbols=symbols, trials=trials, strategy="random"
+        )
+
+
+def tuning_row(sessions: sessionmaker[Session], tuning_id: int) -> Any:
+    with session_scope(sessions) as s:
+        return store.get_tuning(s, tuning_id)
+
+
+def test_run_tuning_measures_through_the_workers_and_stores_every_record(
+    workers: str, database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    tuning_id = queue_tuning(sessions, trials=6)
+
+    summary = run_tuning(tuning_id, settings=Settings(database_url=database_url, redis_url=workers))
+
+    assert summary.status == TuningStatus.DONE and summary.trials == 6
+    assert summary.target == str(TARGET)  # `cpu` completed from the workers' registrations
+    assert summary.best is not None and summary.baseline_latency_s is not None
+    with session_scope(sessions) as s:
+        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        assert len(records) == 6
+        assert all(r.status == RecordStatus.OK for r in records), [r.error_log for r in records]
+        assert all(r.machine["cpu_isa"] == TARGET.isa for r in records)
+        assert all(r.machine["threads"] == device.cpu_cores() for r in records)
+        assert summary.best.artifact_sha256 is not None
+        assert store.get_artifact(s, summary.best.artifact_sha256) is not None
+    assert tuning_row(sessions, tuning_id).trials_done == 6
+
+
+def test_a_tuning_without_workers_for_its_target_fails_with_the_reason(
+    workers: str, database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    tuning_id = queue_tuning(sessions, trials=2, target=Target(kind="cuda", arch="sm_90"))
+
+    with pytest.raises(ValueError, match="no living worker serves cuda:sm_90"):
+        run_tuning(tuning_id, settings=Settings(database_url=database_url, redis_url=workers))
+
+    tuning = tuning_row(sessions, tuning_id)
+    assert tuning.status == TuningStatus.FAILED
+    assert "no living worker serves cuda:sm_90" in tuning.error
+
+
+def test_the_tuner_daemon_runs_queued_tunings(
+    workers: str, database_url: str, sessions: sessionmaker[Session]
+) -> None:
+    redis = Redis.from_url(workers)
+    tuning_id = queue_tuning(sessions, trials=3, M=8)
+    job_id = enqueue_tuning(redis, tuning_id)
+    assert enqueue_tuning(redis, tuning_id) == job_id == tuning_job_id(tuning_id)
+    assert Queue(TUNER_QUEUE, connection=redis).job_ids == [job_id]
+
+    env = {**os.environ, "TUNEHUB_DATABASE_URL": database_url}
+    command = [sys.executable, "-m", "server.tuner.service", "--redis", workers, "--burst"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    tuning = tuning_row(sessions, tuning_id)
+    assert tuning.status == TuningStatus.DONE, tuning.error
+    assert tuning.trials_done == 3
+    redis.close()

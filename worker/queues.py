@@ -1,0 +1,78 @@
+"""Every name tunehub uses in Redis: queues, the worker registry, locks, job ids.
+
+Built here and nowhere else, so the tuner (which enqueues), the daemons (which consume and
+register) and the API (which lists workers) cannot drift apart. A target's work splits over two
+queues, because the two halves want different machines' attention: any worker of the target
+may build, while measurements on one machine must take turns (see `measure_lock_key`).
+
+    tunehub:build:cpu:x86_64-avx512     tunehub:measure:cpu:x86_64-avx512
+    tunehub:build:cuda:sm_90            tunehub:measure:cuda:sm_90
+    tunehub:tuner                       (tuning jobs, served by `tunehub tuner`)
+
+RQ adds its own prefix to the Redis keys of queues (`rq:queue:<name>`); the other keys below
+are tunehub's own and are used as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+
+from schemas.target import Target
+
+PREFIX = "tunehub"
+TUNER_QUEUE = f"{PREFIX}:tuner"
+# A set of the names of registered workers; each one's details live at `worker_key(name)`.
+WORKERS_KEY = f"{PREFIX}:workers"
+
+
+class Stage(StrEnum):
+    """The two halves of a candidate's work, each with its own queue per target."""
+
+    BUILD = "build"
+    MEASURE = "measure"
+
+
+def queue_name(stage: Stage, target: Target) -> str:
+    """`tunehub:<stage>:<kind>:<isa|arch>`; raises ValueError for an incomplete target (a
+    queue serves one instruction set or architecture, never "any cpu")."""
+    if not target.complete:
+        raise ValueError(f"target {target} is incomplete: a queue needs its isa or arch")
+    return f"{PREFIX}:{stage}:{target}"
+
+
+def worker_queues(targets: Sequence[Target]) -> list[str]:
+    """The queues a worker of `targets` serves, in the order it takes work from them: every
+    build before any measurement, so a batch's builds finish in parallel on all workers before
+    its measurements start taking turns on each machine's measure lock."""
+    builds = [queue_name(Stage.BUILD, t) for t in targets]
+    return builds + [queue_name(Stage.MEASURE, t) for t in targets]
+
+
+def parse_queue(name: str) -> tuple[Stage, Target] | None:
+    """The stage and target of a build or measure queue name; None for any other name."""
+    prefix, _, rest = name.partition(":")
+    stage, _, target = rest.partition(":")
+    if prefix != PREFIX or stage not in tuple(Stage):
+        return None
+    try:
+        parsed = Target.parse(target)
+    except ValueError:
+        return None
+    return (Stage(stage), parsed) if parsed.complete else None
+
+
+def worker_key(name: str) -> str:
+    """The hash of one registered worker (expires unless its heartbeat renews it)."""
+    return f"{PREFIX}:worker:{name}"
+
+
+def measure_lock_key(machine: str) -> str:
+    """The lock a measurement holds on `machine` (a boot id: one per running kernel, shared by
+    every container of a host), so concurrent timings do not measure each other."""
+    return f"{PREFIX}:lock:measure:{machine}"
+
+
+def tuning_job_id(tuning_id: int) -> str:
+    """The RQ job id of a tuning: one id per tuning, so enqueueing it twice is harmless."""
+    return f"{PREFIX}-tuning-{tuning_id}"
