@@ -23,7 +23,9 @@ ISA_FLAGS: dict[str, tuple[str, ...]] = {
     "aarch64-neon": ("-march=armv8-a+simd", "-mtune=native"),
     "generic": (),
 }
-BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC")
+# Kernels never read errno or rely on FP traps; without both, gcc keeps sqrt/floor/ceil out
+# of vectorized loops. Neither changes a computed value (unlike -ffast-math).
+BASE_FLAGS = ("-O3", "-fopenmp", "-shared", "-fPIC", "-fno-math-errno", "-fno-trapping-math")
 
 
 class CpuBuilder(Builder):

@@ -1,0 +1,263 @@
+"""Cost-model features of a candidate: what the program computes, and how the config runs it.
+
+`extract(program, target, config)` returns a flat dict with the same keys (`feature_names()`)
+for every program and config of a `FEATURE_VERSION`, so records of different workloads train
+one model. Two groups:
+
+* **workload**: FLOPs, bytes moved, their ratio, stage classes, the log-extents of the
+  heaviest stage's axes, the dtypes read and written;
+* **schedule**, read off the lowered loop IR (so every schedule, present or future, is
+  described the same way): the hot statement (the store or accumulation executed most), its
+  loop depth and innermost loop (kind, factor, extent), the parallel extent above it, the
+  bytes its loops touch at each of the four innermost levels (a working-set estimate: per read,
+  the product of the inner extents its indices depend on) and the FLOPs per byte at those
+  levels, explicit vector lanes, register-tile and workspace bytes, and row-group fusion.
+
+Values are log2(1 + x) for quantities that span orders of magnitude. Symbol values default
+to each symbol's maximum; pass the values being tuned for. Deterministic and cheap: it lowers
+to loop IR but renders and compiles nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from compiler import dtypes
+from compiler.analysis import KINDS, Stage
+from compiler.ir import (
+    Binary,
+    Call,
+    Compute,
+    Const,
+    Expr,
+    Program,
+    Tensor,
+    Unary,
+    Var,
+    loads,
+    walk,
+)
+from compiler.loop import (
+    Assign,
+    Decl,
+    For,
+    Function,
+    If,
+    Seq,
+    Stmt,
+    Store,
+    as_expr,
+    exprs,
+    lanes,
+    scalar,
+    stmts,
+)
+from compiler.lower import lower_function
+from compiler.space import space_for
+from compiler.space.program import group_knob
+from compiler.space.space import Config
+from schemas.target import Target
+
+FEATURE_VERSION = 1
+LEVELS = 4
+MAX_AXES = 4
+MAX_REDUCE_AXES = 3
+_LOOP_KINDS = ("serial", "parallel", "unroll", "vectorize")
+
+
+def feature_names() -> list[str]:
+    """The keys of every `extract` result of this `FEATURE_VERSION`, in a fixed order."""
+    names = ["log_flops", "log_bytes", "intensity", "stages", "symbols", "log_outputs"]
+    names += [f"stages_{kind}" for kind in KINDS]
+    names += [f"log_extent_{n}" for n in range(MAX_AXES)]
+    names += [f"log_reduce_extent_{n}" for n in range(MAX_REDUCE_AXES)]
+    names += [f"in_{d}" for d in dtypes.ALL] + [f"out_{d}" for d in dtypes.ALL]
+    names += ["hot_log_iterations", "hot_depth", "hot_inner_log_extent", "hot_inner_factor"]
+    names += [f"hot_inner_{kind}" for kind in _LOOP_KINDS]
+    names += ["parallel_log_extent", "parallel_reduction", "loops", "vector_lanes"]
+    names += ["log_local_bytes", "log_workspace_bytes", "fused_groups"]
+    names += [f"log_touched_{n}" for n in range(1, LEVELS + 1)]
+    names += [f"flops_per_byte_{n}" for n in range(1, LEVELS + 1)]
+    return names
+
+
+def extract(
+    program: Program,
+    target: Target,
+    config: Config,
+    symbols: Mapping[str, int] | None = None,
+) -> dict[str, float]:
+    """The feature vector of `config` on `program` (InvalidConfig if it is not valid)."""
+    values = dict(symbols) if symbols is not None else {s.name: s.max for s in program.symbols}
+    space = space_for(program, target)
+    fn = lower_function(program, target, config, space)
+    features = _workload(program, space.analysis.stages, values)
+    features.update(_schedule(fn, values))
+    features["fused_groups"] = float(
+        sum(bool(config[group_knob(n)]) for n in range(len(space.analysis.groups)))
+    )
+    return {name: features[name] for name in feature_names()}
+
+
+def _log(x: float) -> float:
+    return math.log2(1.0 + max(x, 0.0))
+
+
+# ----------------------------------------------------------------------------- workload
+
+
+def _workload(
+    program: Program, stages: tuple[Stage, ...], symbols: dict[str, int]
+) -> dict[str, float]:
+    def size(extent: int | str) -> int:
+        return program.extent(extent, symbols)
+
+    flops = []
+    for stage in stages:
+        points = math.prod(size(e) for e in stage.shape)
+        reduce = math.prod(size(r.extent) for r in stage.anchor.reduce_axes)
+        body = _ops(stage.anchor.body) + (1 if stage.anchor.reduce_op else 0)
+        tail = sum(_ops(c.body) for c in stage.epilogue)
+        flops.append(points * (reduce * body + tail))
+    tensors: list[Tensor | Compute] = [*program.inputs, *map(program.compute, program.outputs)]
+    moved = sum(math.prod(size(e) for e in t.shape) * dtypes.itemsize(t.dtype) for t in tensors)
+    heavy = stages[max(range(len(stages)), key=lambda n: flops[n])]
+    features = {
+        "log_flops": _log(sum(flops)),
+        "log_bytes": _log(moved),
+        "intensity": sum(flops) / max(moved, 1),
+        "stages": float(len(stages)),
+        "symbols": float(len(program.symbols)),
+        "log_outputs": _log(sum(math.prod(size(e) for e in s.shape) for s in stages)),
+    }
+    features.update({f"stages_{k}": float(sum(s.kind == k for s in stages)) for k in KINDS})
+    spatial = _padded([size(e) for e in heavy.shape], MAX_AXES)
+    features.update({f"log_extent_{n}": _log(e) for n, e in enumerate(spatial)})
+    reduced = _padded([size(r.extent) for r in heavy.anchor.reduce_axes], MAX_REDUCE_AXES)
+    features.update({f"log_reduce_extent_{n}": _log(e) for n, e in enumerate(reduced)})
+    read = {t.dtype for t in program.inputs}
+    written = {program.compute(n).dtype for n in program.outputs}
+    features.update({f"in_{d}": float(d in read) for d in dtypes.ALL})
+    features.update({f"out_{d}": float(d in written) for d in dtypes.ALL})
+    return features
+
+
+def _padded(extents: list[int], count: int) -> list[int]:
+    """The last `count` extents, padded with ones in front (innermost axes line up)."""
+    return [1] * max(0, count - len(extents)) + extents[-count:]
+
+
+def _ops(expr: Expr) -> int:
+    """Arithmetic operations in an expression (a call counts as one)."""
+    return sum(isinstance(e, Binary | Unary | Call) for e in walk(expr))
+
+
+# ----------------------------------------------------------------------------- schedule
+
+
+@dataclass(frozen=True)
+class _Site:
+    """A statement doing work, with the loops around it (outermost first)."""
+
+    stmt: Store | Assign
+    loops: tuple[For, ...]
+
+
+def _sites(stmt: Stmt, loops: tuple[For, ...] = ()) -> list[_Site]:
+    if isinstance(stmt, Store | Assign):
+        return [_Site(stmt, loops)]
+    if isinstance(stmt, For):
+        return _sites(stmt.body, (*loops, stmt))
+    if isinstance(stmt, Seq):
+        return [site for child in stmt.body for site in _sites(child, loops)]
+    if isinstance(stmt, If):
+        found = _sites(stmt.then, loops)
+        return found + (_sites(stmt.orelse, loops) if stmt.orelse is not None else [])
+    return []
+
+
+def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
+    sites = _sites(fn.body)
+    every = list(stmts(fn.body))
+    all_loops = [s for s in every if isinstance(s, For)]
+
+    def extent(loop: For) -> int:
+        return max(1, _evaluate(loop.extent, symbols))
+
+    def iterations(site: _Site) -> int:
+        return math.prod(extent(lp) for lp in site.loops)
+
+    hot = max(sites, key=iterations)
+    inner = hot.loops[-1] if hot.loops else None
+    parallel = [lp for lp in hot.loops if lp.kind == "parallel"]
+    features = {
+        "hot_log_iterations": _log(iterations(hot)),
+        "hot_depth": float(len(hot.loops)),
+        "hot_inner_log_extent": _log(extent(inner)) if inner else 0.0,
+        "hot_inner_factor": float(inner.factor) if inner else 0.0,
+        "parallel_log_extent": _log(math.prod(extent(lp) for lp in parallel)) if parallel else 0,
+        "parallel_reduction": float(any(lp.reduction for lp in parallel)),
+        "loops": float(len(all_loops)),
+    }
+    features.update(
+        {f"hot_inner_{k}": float(inner is not None and inner.kind == k) for k in _LOOP_KINDS}
+    )
+    every_expr = [e for s in every for root in exprs(s) for e in walk(root)]
+    features["vector_lanes"] = float(max((lanes(e.dtype) for e in every_expr), default=1))
+    decls = [s for s in every if isinstance(s, Decl) and s.shape]
+    local = sum(
+        math.prod(d.shape) * dtypes.itemsize(scalar(d.dtype)) * lanes(d.dtype) for d in decls
+    )
+    features["log_local_bytes"] = _log(local)
+    workspace = sum(
+        math.prod(max(1, _evaluate(as_expr(e), symbols)) for e in ws.shape)
+        * dtypes.itemsize(ws.dtype)
+        for ws in fn.workspaces
+    )
+    features["log_workspace_bytes"] = _log(workspace)
+    features.update(_levels(fn, hot, extent))
+    return features
+
+
+def _levels(fn: Function, hot: _Site, extent: Callable[[For], int]) -> dict[str, float]:
+    """Bytes the hot statement's innermost 1..LEVELS loops touch, and FLOPs per byte."""
+    values = [hot.stmt.value, *(hot.stmt.indices if isinstance(hot.stmt, Store) else ())]
+    reads = [ld for v in values for ld in loads(v)]
+    ops = max(1, sum(_ops(v) for v in values))
+    features = {}
+    for level in range(1, LEVELS + 1):
+        inner = hot.loops[-level:] if level <= len(hot.loops) else hot.loops
+        touched = 0
+        for ld in reads:
+            used = {e.name for i in ld.indices for e in walk(i) if isinstance(e, Var)}
+            elements = math.prod(extent(lp) for lp in inner if lp.var in used)
+            buf = fn.buffer(ld.tensor)
+            size = dtypes.itemsize(scalar(buf.dtype if buf else ld.dtype)) * lanes(ld.dtype)
+            touched += elements * size
+        work = ops * math.prod(extent(lp) for lp in inner)
+        features[f"log_touched_{level}"] = _log(touched)
+        features[f"flops_per_byte_{level}"] = work / max(touched, 1)
+    return features
+
+
+def _evaluate(expr: Expr, symbols: dict[str, int]) -> int:
+    """An index expression's value with symbols bound and loop variables at 0 (so a clipped
+    tail `min(T, N - o * T)` counts as a full tile)."""
+    if isinstance(expr, Const):
+        return int(expr.value)
+    if isinstance(expr, Var):
+        return symbols.get(expr.name, 0)
+    if isinstance(expr, Binary):
+        a, b = _evaluate(expr.a, symbols), _evaluate(expr.b, symbols)
+        ops = {"+": a + b, "-": a - b, "*": a * b}
+        if expr.op in ops:
+            return ops[expr.op]
+        if expr.op in ("//", "%") and b:
+            return a // b if expr.op == "//" else a % b
+        return 0
+    if isinstance(expr, Call) and expr.fn in ("min", "max"):
+        args = [_evaluate(a, symbols) for a in expr.args]
+        return min(args) if expr.fn == "min" else max(args)
+    return 0

@@ -1,0 +1,98 @@
+"""(program, target, config) -> Kernel: run the stage schedules and render the loop IR.
+
+Stages are lowered in order, each by its class's schedule with its own (unprefixed) knobs;
+a fused row group becomes one loop over its rows (parallel, collapsed) holding each of its
+stages' per-row statements back to back. Results that are not outputs live in workspace
+buffers. `lower_function` stops at the loop IR (for features and tests); `lower` renders it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from compiler.analysis import Stage
+from compiler.errors import InvalidConfig
+from compiler.ir import Expr, Program
+from compiler.kernel import Kernel, KernelArg
+from compiler.loop import Buffer, Function, Namer, Stmt, Workspace, as_expr, seq, var
+from compiler.render import render
+from compiler.schedule import schedule_for
+from compiler.schedule.injective import MAX_COLLAPSE
+from compiler.schedule.stage import Context, Loop, nest
+from compiler.space import ProgramSpace, space_for
+from compiler.space.program import group_knob
+from compiler.space.space import Config
+from schemas.target import Target
+
+
+def lower(program: Program, target: Target, config: Config) -> Kernel:
+    """The kernel of `program` scheduled by `config`; InvalidConfig if the space rejects it."""
+    return kernel_of(lower_function(program, target, config))
+
+
+def kernel_of(fn: Function) -> Kernel:
+    """The C kernel of a loop-IR function, with its ABI description."""
+    args = tuple(KernelArg(b.name, b.shape, b.dtype, "input") for b in fn.inputs)
+    args += tuple(KernelArg(b.name, b.shape, b.dtype, "output") for b in fn.outputs)
+    return Kernel("c", render(fn, "c"), fn.name, args, fn.symbols)
+
+
+def lower_function(
+    program: Program, target: Target, config: Config, space: ProgramSpace | None = None
+) -> Function:
+    """The loop IR of `program` under `config`."""
+    space = space or space_for(program, target)
+    reason = space.check(config)
+    if reason is not None:
+        raise InvalidConfig(reason)
+    analysis = space.analysis
+    ctx = Context(analysis, target, Namer(signature_names(program)))
+    ctx.workspaces += [Workspace(s.buffer, s.dtype, s.shape) for s in analysis.workspaces]
+    fused = {group.first: group for n, group in enumerate(analysis.groups) if config[group_knob(n)]}
+    body: list[Stmt] = []
+    index = 0
+    while index < len(analysis.stages):
+        stage = analysis.stages[index]
+        if index in fused:
+            group = fused[index]
+            body.append(_fused(space, config, ctx, group.stages, group.rows))
+            index = group.last + 1
+        else:
+            body.append(_stage(space, config, ctx, stage, ()))
+            index += 1
+    inputs = tuple(Buffer(t.name, t.dtype, t.shape) for t in program.inputs)
+    outputs = tuple(Buffer(c.name, c.dtype, c.shape) for c in map(program.compute, program.outputs))
+    symbols = tuple(s.name for s in program.symbols)
+    return Function(entry_name(program), inputs, outputs, symbols, seq(body), tuple(ctx.workspaces))
+
+
+def _stage(
+    space: ProgramSpace, config: Config, ctx: Context, stage: Stage, rows: tuple[Expr, ...]
+) -> Stmt:
+    return schedule_for(stage).lower(stage, space.stage_config(stage, config), ctx, rows)
+
+
+def _fused(space: ProgramSpace, config: Config, ctx: Context, members: range, rows: int) -> Stmt:
+    """One parallel loop over the group's rows, each row computing every member stage."""
+    first = space.analysis.stages[members.start]
+    loops = [
+        Loop(ctx.fresh(axis), as_expr(size))
+        for axis, size in zip(first.axes, first.shape, strict=True)
+    ]
+    loops = loops[:rows]
+    loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
+    row_index = tuple(var(lp.var) for lp in loops)
+    stages = [space.analysis.stages[n] for n in members]
+    return nest(loops, seq(_stage(space, config, ctx, s, row_index) for s in stages))
+
+
+def signature_names(program: Program) -> set[str]:
+    """Names a generated one must avoid: symbols (they appear as variables in expressions)
+    and tensors (workspaces share their namespace)."""
+    names = {s.name for s in program.symbols} | {t.name for t in program.inputs}
+    return names | {c.name for c in program.computes}
+
+
+def entry_name(program: Program) -> str:
+    """The C entry point: `tunehub_` and the program name with other characters as `_`."""
+    return "tunehub_" + re.sub(r"[^A-Za-z0-9_]", "_", program.name)

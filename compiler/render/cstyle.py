@@ -1,0 +1,550 @@
+"""One renderer for every C-family dialect: loop IR (`compiler.loop`) in, source text out.
+
+The renderer is driven by data and small hooks, in the manner of tinygrad's `cstyle.py`: the
+type map, the function and helper prefixes, the pointer qualifier, and three hooks a dialect
+overrides — `loop_pragmas` (how loop kinds are annotated), `half_helpers` (16-bit float
+conversions) and `preamble` (includes and runtime support). Each IR node type has one rule
+(`_stmt_<type>` / `_expr_<type>`), and the source is printed in one linear pass; the helper
+functions it needs (math, conversions, vector load/store/broadcast) are collected on the way
+and emitted before the function, so the output contains only what it uses.
+
+Value semantics follow `compiler.dtypes` and `compiler.reference`: every expression is
+rendered in its node's compute dtype (16-bit floats as `float`), operands are converted to
+the node's compute dtype (comparisons: to their promoted type), integers wrap (int32
+arithmetic goes through uint32; int64 is native, which `compiler.program`'s size limits make
+safe for indices), integer `//` and `%` truncate and give 0 for a zero divisor, float `//` is
+`trunc(a / b)` and float `%` is `fmod`, float-to-integer casts truncate through int64,
+`min`/`max` propagate NaN like numpy. Math goes through helpers (`compiler.render.cmath`),
+float32 exp/erf/tanh/sigmoid without libm so that they vectorize.
+
+Names: signature names (arguments, workspaces, symbols) are printed with a trailing `_`, so a
+tensor called `int` or `exp` is harmless; the loop IR's own names (letters and digits, see
+`loop.Namer`) are printed as they are; the renderer's helpers and private names contain `_`
+but never end with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from compiler import dtypes
+from compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var
+from compiler.loop import (
+    HORIZONTAL,
+    Assign,
+    Decl,
+    For,
+    Function,
+    If,
+    Prefetch,
+    Seq,
+    Stmt,
+    Store,
+    Workspace,
+    as_expr,
+    buffers_used,
+    const_value,
+    end,
+    flat_index,
+    lanes,
+    product,
+    scalar,
+    vector,
+)
+from compiler.render.cmath import (
+    BINARY_MATH,
+    FLOAT32_MATH,
+    FLOAT_MATH,
+    SIGNED_MATH,
+    UNSIGNED,
+    UNSIGNED_MATH,
+)
+
+CODES = {
+    "float64": "f64",
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int64": "i64",
+    "int32": "i32",
+    "int16": "i16",
+    "int8": "i8",
+    "uint32": "u32",
+    "uint8": "u8",
+    "bool": "b8",
+}
+
+
+def compute(dtype: str) -> str:
+    """The compute dtype of a scalar or vector dtype (16-bit floats compute as float32)."""
+    return vector(dtypes.compute_dtype(scalar(dtype)), lanes(dtype))
+
+
+class CStyleRenderer:
+    """Renders a `loop.Function` as C-family source. Dialects set the attributes below and
+    override the hooks; one instance renders one function at a time."""
+
+    language = "c"
+    function_prefix = ""
+    helper_prefix = "static inline "
+    restrict = "restrict"
+    indent = "  "
+    types: ClassVar[dict[str, str]] = {
+        "float64": "double",
+        "float32": "float",
+        "int64": "int64_t",
+        "int32": "int32_t",
+        "int16": "int16_t",
+        "int8": "int8_t",
+        "uint32": "uint32_t",
+        "uint8": "uint8_t",
+        "bool": "bool",
+    }
+    storage_types: ClassVar[dict[str, str]] = {
+        **types,
+        "float16": "uint16_t",
+        "bfloat16": "uint16_t",
+    }
+
+    # ---------------------------------------------------------------- hooks
+
+    def preamble(self, fn: Function) -> list[str]:
+        """Includes and runtime support, printed before the helpers."""
+        return []
+
+    def half_helpers(self, dtype: str) -> dict[str, str]:
+        """C bodies of `load` (bits -> float), `store` (float -> bits) and `round` (float ->
+        float) for a 16-bit float dtype; argument `x`."""
+        raise NotImplementedError
+
+    def loop_pragmas(self, loop: For, collapse: int, reduction: list[tuple[str, str]]) -> list[str]:
+        """Lines printed before a loop (a parallel one heads `collapse` nested loops)."""
+        return []
+
+    def thread_index(self) -> str:
+        """The expression of the current thread's index, for per-thread workspaces."""
+        raise NotImplementedError
+
+    def thread_count(self) -> str:
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- entry point
+
+    def render(self, fn: Function) -> str:
+        self.fn = fn
+        self.helpers: dict[str, str] = {}
+        self.locals: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self.symbols = set(fn.symbols)
+        body = self.function(fn)
+        return "\n".join([*self.preamble(fn), *self.helpers.values(), *body, ""])
+
+    def function(self, fn: Function) -> list[str]:
+        params = [
+            f"const {self.storage_types[b.dtype]}* {self.restrict} {self.name(b.name)}"
+            for b in fn.inputs
+        ]
+        params += [
+            f"{self.storage_types[b.dtype]}* {self.restrict} {self.name(b.name)}"
+            for b in fn.outputs
+        ]
+        params += [f"int64_t {self.name(s)}" for s in fn.symbols]
+        lines = [f"{self.function_prefix}int {fn.name}({', '.join(params)}) {{"]
+        pad = self.indent
+        bases = [self._base(ws) for ws in fn.workspaces]
+        for ws, base in zip(fn.workspaces, bases, strict=True):
+            elements = self.expr(self._elements(ws))
+            count = f"{elements} * {self.thread_count()}" if ws.per_thread else elements
+            size = f"(int64_t)({count}) * (int64_t)sizeof({self.storage_types[ws.dtype]})"
+            lines.append(f"{pad}{self.storage_types[ws.dtype]}* {base} = alloc_aligned({size});")
+        if bases:
+            self.need("alloc_aligned", self._alloc_helper())
+            lines.append(f"{pad}if ({' || '.join(f'!{b}' for b in bases)}) {{")
+            lines += [f"{pad * 2}free({b});" for b in bases]
+            lines += [f"{pad * 2}return 1;", f"{pad}}}"]
+        serial = _serial_uses(fn.body)
+        private = [ws for ws in fn.workspaces if ws.per_thread and ws.name in serial]
+        lines += self._thread_pointers(private, "0", 1)
+        lines += self.stmt(fn.body, 1)
+        lines += [f"{pad}free({b});" for b in bases]
+        lines += [f"{pad}return 0;", "}"]
+        return lines
+
+    def _base(self, ws: Workspace) -> str:
+        return f"{self.name(ws.name)}base" if ws.per_thread else self.name(ws.name)
+
+    def _elements(self, ws: Workspace) -> Expr:
+        return product(as_expr(e) for e in ws.shape)
+
+    def _thread_pointers(self, workspaces: list[Workspace], thread: str, depth: int) -> list[str]:
+        pad = self.indent * depth
+        return [
+            f"{pad}{self.storage_types[ws.dtype]}* {self.restrict} {self.name(ws.name)} = "
+            f"{self._base(ws)} + (int64_t)({thread}) * ({self.expr(self._elements(ws))});"
+            for ws in workspaces
+        ]
+
+    def _alloc_helper(self) -> str:
+        return (
+            f"{self.helper_prefix}void* alloc_aligned(int64_t bytes) {{\n"
+            "  size_t size = ((size_t)(bytes > 64 ? bytes : 64) + 63) & ~(size_t)63;\n"
+            "  return aligned_alloc(64, size);\n}"
+        )
+
+    def name(self, name: str) -> str:
+        """How a name of the signature (argument, workspace, symbol) is printed."""
+        return f"{name}_"
+
+    # ---------------------------------------------------------------- helpers registry
+
+    def need(self, name: str, definition: str) -> str:
+        """Register a helper (once; its own dependencies must be registered first)."""
+        self.helpers.setdefault(name, definition)
+        return name
+
+    def ctype(self, dtype: str) -> str:
+        """The C type holding values of a compute dtype (vector types are declared here)."""
+        dtype = compute(dtype)
+        if lanes(dtype) == 1:
+            return self.types[dtype]
+        name = f"{CODES[scalar(dtype)]}x{lanes(dtype)}"
+        size = dtypes.itemsize(scalar(dtype)) * lanes(dtype)
+        element = self.types[scalar(dtype)]
+        return self.need(name, f"typedef {element} {name} __attribute__((vector_size({size})));")
+
+    def math(self, fn: str, dtype: str) -> str:
+        """The helper computing `fn` on values of `dtype` (lane by lane for vectors)."""
+        if lanes(dtype) > 1:
+            return self._lanewise(fn, self.math(fn, scalar(dtype)), dtype, fn in BINARY_MATH)
+        dtype = compute(dtype)
+        t = self.types[dtype]
+        if dtype == "float32" and fn in FLOAT32_MATH:
+            template = FLOAT32_MATH[fn]
+            if fn != "exp" and "exp_f32(" in template:
+                self.math("exp", dtype)
+        elif dtypes.is_float(dtype):
+            template = FLOAT_MATH[fn]
+        else:
+            template = (SIGNED_MATH if dtypes.is_signed(dtype) else UNSIGNED_MATH)[fn]
+        text = template.format(f="f" if dtype == "float32" else "", T=t, U=UNSIGNED.get(dtype))
+        params = f"{t} x, {t} y" if fn in BINARY_MATH else f"{t} x"
+        return self._helper(f"{fn}_{CODES[dtype]}", t, params, f"  {text}")
+
+    def _lanewise(self, fn: str, base: str, dtype: str, binary: bool) -> str:
+        """A vector helper applying the scalar helper `base` to each lane."""
+        vt, n = self.ctype(dtype), lanes(dtype)
+        params = f"{vt} x, {vt} y" if binary else f"{vt} x"
+        args = "x[l], y[l]" if binary else "x[l]"
+        body = f"  {vt} r;\n  for (int l = 0; l < {n}; l++) r[l] = {base}({args});\n  return r;"
+        return self._helper(f"{fn}_{vt}", vt, params, body)
+
+    def _helper(self, name: str, result: str, params: str, body: str) -> str:
+        return self.need(name, f"{self.helper_prefix}{result} {name}({params}) {{\n{body}\n}}")
+
+    def half(self, kind: str, dtype: str) -> str:
+        """The `load`, `store` or `round` conversion helper of a 16-bit float dtype."""
+        code = CODES[dtype]
+        body = self.half_helpers(dtype)[kind]
+        result, param = {
+            "load": ("float", "uint16_t x"),
+            "store": ("uint16_t", "float x"),
+            "round": ("float", "float x"),
+        }[kind]
+        if kind == "round":
+            self.half("load", dtype)
+            self.half("store", dtype)
+        return self._helper(f"{kind}_{code}", result, param, body)
+
+    def _lane_helper(self, kind: str, dtype: str) -> str:
+        """vload/vstore/bcast for a vector of `dtype` (storage dtype for vload/vstore)."""
+        n, element = lanes(dtype), scalar(dtype)
+        vt = self.ctype(dtype)
+        st = self.storage_types[element]
+        name = f"{kind}_{CODES[element]}x{n}"
+        if kind == "bcast":
+            # An initializer of n copies is what gcc turns into one broadcast instruction
+            # (a lane loop becomes a chain of masked broadcasts).
+            body = f"  return ({vt}){{{', '.join(['x'] * n)}}};"
+            return self._helper(name, vt, f"{self.types[compute(element)]} x", body)
+        if dtypes.is_half(element):
+            load, store = self.half("load", element), self.half("store", element)
+            loop = f"  for (int l = 0; l < {n}; l++) "
+            if kind == "vload":
+                body = f"  {vt} r;\n{loop}r[l] = {load}(p[l]);\n  return r;"
+                return self._helper(name, vt, f"const {st}* p", body)
+            return self._helper(name, "void", f"{st}* p, {vt} v", f"{loop}p[l] = {store}(v[l]);")
+        if kind == "vload":
+            body = f"  {vt} r;\n  __builtin_memcpy(&r, p, sizeof r);\n  return r;"
+            return self._helper(name, vt, f"const {st}* p", body)
+        return self._helper(
+            name, "void", f"{st}* p, {vt} v", "  __builtin_memcpy(p, &v, sizeof v);"
+        )
+
+    def _horizontal(self, fn: str, dtype: str) -> str:
+        n, element = lanes(dtype), compute(scalar(dtype))
+        vt, t = self.ctype(dtype), self.types[element]
+        op = HORIZONTAL[fn]
+        combine = {"sum": "s + v[l]", "prod": "s * v[l]"}.get(op)
+        if combine is None:
+            combine = f"{self.math(op, element)}(s, v[l])"
+        body = f"  {t} s = v[0];\n  for (int l = 1; l < {n}; l++) s = {combine};\n  return s;"
+        return self._helper(f"{fn}_{vt}", t, f"{vt} v", body)
+
+    # ---------------------------------------------------------------- statements
+
+    def stmt(self, stmt: Stmt, depth: int) -> list[str]:
+        rule: Callable[[Stmt, int], list[str]] = getattr(self, f"_stmt_{type(stmt).__name__}")
+        return rule(stmt, depth)
+
+    def _stmt_Seq(self, stmt: Seq, depth: int) -> list[str]:
+        return [line for child in stmt.body for line in self.stmt(child, depth)]
+
+    def _stmt_For(self, loop: For, depth: int) -> list[str]:
+        chain = [loop]
+        while loop.kind == "parallel" and isinstance(chain[-1].body, For):
+            if chain[-1].body.kind != "parallel":
+                break
+            chain.append(chain[-1].body)
+        reduction = [r for inner in chain for r in inner.reduction]
+        pad = self.indent * depth
+        lines = [pad + p for p in self.loop_pragmas(loop, len(chain), reduction)]
+        for level, inner in enumerate(chain):
+            inner_pad = self.indent * (depth + level)
+            start = self.expr(inner.start)
+            bound = self.expr(end(inner))
+            v = inner.var
+            lines.append(f"{inner_pad}for (int64_t {v} = {start}; {v} < {bound}; {v}++) {{")
+        body_depth = depth + len(chain)
+        if loop.kind == "parallel":
+            used = buffers_used(chain[-1].body)
+            private = [ws for ws in self.fn.workspaces if ws.per_thread and ws.name in used]
+            lines += self._thread_pointers(private, self.thread_index(), body_depth)
+        lines += self.stmt(chain[-1].body, body_depth)
+        lines += [f"{self.indent * (depth + level)}}}" for level in reversed(range(len(chain)))]
+        return lines
+
+    def _stmt_If(self, stmt: If, depth: int) -> list[str]:
+        pad = self.indent * depth
+        lines = [f"{pad}if ({self.value(stmt.cond, 'bool')}) {{", *self.stmt(stmt.then, depth + 1)]
+        if stmt.orelse is not None:
+            lines += [f"{pad}}} else {{", *self.stmt(stmt.orelse, depth + 1)]
+        return [*lines, f"{pad}}}"]
+
+    def _stmt_Decl(self, stmt: Decl, depth: int) -> list[str]:
+        if dtypes.is_half(scalar(stmt.dtype)):
+            raise ValueError(f"local {stmt.name!r}: locals hold compute dtypes (float32)")
+        self.locals[stmt.name] = (stmt.dtype, stmt.shape)
+        pad = self.indent * depth
+        t = self.ctype(stmt.dtype)
+        if stmt.shape:
+            size = 1
+            for extent in stmt.shape:
+                size *= extent
+            return [f"{pad}{t} {stmt.name}[{size}];"]
+        if stmt.init is None:
+            return [f"{pad}{t} {stmt.name};"]
+        return [f"{pad}{t} {stmt.name} = {self.value(stmt.init, stmt.dtype)};"]
+
+    def _stmt_Assign(self, stmt: Assign, depth: int) -> list[str]:
+        dtype = self.locals[stmt.name][0]
+        return [f"{self.indent * depth}{stmt.name} = {self.value(stmt.value, dtype)};"]
+
+    def _stmt_Prefetch(self, stmt: Prefetch, depth: int) -> list[str]:
+        buf = self._buffer(stmt.buffer)
+        index = self._index(stmt.indices, tuple(as_expr(e) for e in buf.shape))
+        return [f"{self.indent * depth}__builtin_prefetch(&{self.name(buf.name)}[{index}]);"]
+
+    def _stmt_Store(self, stmt: Store, depth: int) -> list[str]:
+        pad = self.indent * depth
+        if stmt.buffer in self.locals:
+            dtype, shape = self.locals[stmt.buffer]
+            index = self._index(stmt.indices, tuple(as_expr(e) for e in shape))
+            return [f"{pad}{stmt.buffer}[{index}] = {self.value(stmt.value, dtype)};"]
+        buf = self._buffer(stmt.buffer)
+        index = self._index(stmt.indices, tuple(as_expr(e) for e in buf.shape))
+        target = f"{self.name(buf.name)}[{index}]"
+        n = lanes(stmt.value.dtype)
+        if n > 1:
+            value = self.value(stmt.value, vector(buf.dtype, n))
+            return [
+                f"{pad}{self._lane_helper('vstore', vector(buf.dtype, n))}(&{target}, {value});"
+            ]
+        if dtypes.is_half(buf.dtype):
+            # The store rounds: a cast to the buffer's dtype just before it is redundant.
+            stored = stmt.value
+            if isinstance(stored, Cast) and stored.dtype == buf.dtype:
+                stored = stored.x
+            return [
+                f"{pad}{target} = {self.half('store', buf.dtype)}({self.value(stored, 'float32')});"
+            ]
+        value = self.value(stmt.value, buf.dtype)
+        return [f"{pad}{target} = {value};"]
+
+    def _buffer(self, name: str) -> Workspace:
+        buf = self.fn.buffer(name)
+        if buf is None:
+            raise ValueError(f"unknown buffer {name!r}")
+        return Workspace(buf.name, buf.dtype, buf.shape)
+
+    def _index(self, indices: tuple[Expr, ...], shape: tuple[Expr, ...]) -> str:
+        return self.expr(flat_index(indices, shape))
+
+    # ---------------------------------------------------------------- expressions
+
+    def expr(self, expr: Expr) -> str:
+        """`expr` in its own compute dtype."""
+        rule: Callable[[Expr], str] = getattr(self, f"_expr_{type(expr).__name__}")
+        return rule(expr)
+
+    def value(self, expr: Expr, dtype: str) -> str:
+        """`expr` converted to the compute dtype of `dtype`."""
+        return self.convert(self.expr(expr), expr.dtype, dtype)
+
+    def convert(self, text: str, src: str, dst: str) -> str:
+        src, dst = compute(src), compute(dst)
+        if src == dst:
+            return text
+        if lanes(dst) > 1:
+            if lanes(src) == 1:
+                element = self.convert(text, src, scalar(dst))
+                return f"{self._lane_helper('bcast', dst)}({element})"
+            return f"__builtin_convertvector({text}, {self.ctype(dst)})"
+        t = self.types[dst]
+        if dtypes.is_float(src) and dtypes.is_int(dst) and dst != "int64":
+            return f"(({t})(int64_t)({text}))"
+        return f"(({t})({text}))"
+
+    def _expr_Const(self, expr: Const) -> str:
+        dtype = compute(expr.dtype)
+        value = expr.value
+        if dtype == "bool":
+            return "1" if value else "0"
+        if dtypes.is_float(dtype):
+            value = float(value)
+            if value != value:
+                text = "NAN"
+            elif value in (float("inf"), float("-inf")):
+                text = "INFINITY" if value > 0 else "(-INFINITY)"
+            else:
+                text = repr(value) + ("f" if dtype == "float32" else "")
+            return f"(({self.types[dtype]}){text})" if text == "NAN" else _paren(text)
+        value = int(value)
+        if dtype == "uint32":
+            return f"{value}u"
+        if -(2**31) < value < 2**31:
+            return _paren(str(value))
+        return "INT64_MIN" if value == -(2**63) else f"INT64_C({value})"
+
+    def _expr_Var(self, expr: Var) -> str:
+        return self.name(expr.name) if expr.name in self.symbols else expr.name
+
+    def _expr_Load(self, expr: Load) -> str:
+        if expr.tensor in self.locals:
+            shape = self.locals[expr.tensor][1]
+            index = self._index(expr.indices, tuple(as_expr(e) for e in shape))
+            return f"{expr.tensor}[{index}]"
+        buf = self._buffer(expr.tensor)
+        index = self._index(expr.indices, tuple(as_expr(e) for e in buf.shape))
+        element = f"{self.name(buf.name)}[{index}]"
+        n = lanes(expr.dtype)
+        if n > 1:
+            return f"{self._lane_helper('vload', vector(buf.dtype, n))}(&{element})"
+        if dtypes.is_half(buf.dtype):
+            return f"{self.half('load', buf.dtype)}({element})"
+        return element
+
+    def _expr_Cast(self, expr: Cast) -> str:
+        dst = scalar(expr.dtype)
+        if dtypes.is_half(dst) and not _exact(expr.x, dst):
+            value = self.value(expr.x, expr.dtype)
+            rounding = self.half("round", dst)
+            if lanes(expr.dtype) > 1:
+                rounding = self._lanewise(f"round{CODES[dst]}", rounding, expr.dtype, False)
+            return f"{rounding}({value})"
+        return self.value(expr.x, expr.dtype)
+
+    def _expr_Unary(self, expr: Unary) -> str:
+        if expr.op == "not" or (expr.op == "invert" and expr.dtype == "bool"):
+            return f"(!{self.value(expr.x, 'bool')})"
+        x = self.value(expr.x, expr.dtype)
+        symbol = "-" if expr.op == "neg" else "~"
+        dtype = compute(expr.dtype)
+        if dtypes.is_float(scalar(dtype)) or lanes(dtype) > 1:
+            return f"({symbol}{x})"
+        return self._wrap(dtype, f"{symbol}{x}", f"0 - {x}" if symbol == "-" else f"~{x}")
+
+    def _wrap(self, dtype: str, native: str, unsigned_form: str) -> str:
+        """Integer arithmetic that wraps like numpy: narrow types are promoted by C and cut
+        back; int32 goes through uint32 (signed overflow is undefined in C)."""
+        t = self.types[dtype]
+        if dtype == "int32":
+            return f"((int32_t)({unsigned_form}))"
+        if dtypes.BITS[dtype] < 32:
+            return f"(({t})({native}))"
+        return f"({native})"
+
+    def _expr_Binary(self, expr: Binary) -> str:
+        op = expr.op
+        if op in ("and", "or"):
+            a, b = self.value(expr.a, "bool"), self.value(expr.b, "bool")
+            return f"({a} {'&&' if op == 'and' else '||'} {b})"
+        if op in COMPARISONS:
+            common = dtypes.promote(scalar(expr.a.dtype), scalar(expr.b.dtype))
+            return f"({self.value(expr.a, common)} {op} {self.value(expr.b, common)})"
+        a, b = self.value(expr.a, expr.dtype), self.value(expr.b, expr.dtype)
+        dtype = compute(expr.dtype)
+        if dtypes.is_float(scalar(dtype)):
+            if op == "//":
+                return f"{self.math('trunc', dtype)}({a} / {b})"
+            if op == "%":
+                return f"{self.math('fmod', dtype)}({a}, {b})"
+            return f"({a} {op} {b})"
+        if lanes(dtype) > 1:
+            return f"({a} {'/' if op == '//' else op} {b})"
+        if op in ("//", "%"):
+            divisor = const_value(expr.b) if isinstance(expr.b, Const) else None
+            if divisor is None or divisor in (0, -1):
+                return f"{self.math('div' if op == '//' else 'mod', dtype)}({a}, {b})"
+            return self._wrap(dtype, f"{a} {'/' if op == '//' else op} {b}", f"{a} {op[-1]} {b}")
+        unsigned = f"(uint32_t){a} {op} (uint32_t){b}" if op in "+-*<<" else f"{a} {op} {b}"
+        return self._wrap(dtype, f"{a} {op} {b}", unsigned)
+
+    def _expr_Call(self, expr: Call) -> str:
+        fn, args = expr.fn, expr.args
+        if fn == "where":
+            cond = self.value(args[0], "bool")
+            a, b = self.value(args[1], expr.dtype), self.value(args[2], expr.dtype)
+            return f"({cond} ? {a} : {b})"
+        if fn in HORIZONTAL:
+            return f"{self._horizontal(fn, args[0].dtype)}({self.expr(args[0])})"
+        if fn == "lane":
+            return f"{self.expr(args[0])}[{self.expr(args[1])}]"
+        values = [self.value(a, expr.dtype) for a in args]
+        if fn == "fma":
+            return f"({values[0]} * {values[1]} + {values[2]})"
+        if fn in ("floor", "ceil") and not dtypes.is_float(scalar(expr.dtype)):
+            return values[0]
+        return f"{self.math(fn, expr.dtype)}({', '.join(values)})"
+
+
+def _serial_uses(stmt: Stmt) -> set[str]:
+    """Buffers used outside every parallel loop."""
+    if isinstance(stmt, For) and stmt.kind == "parallel":
+        return set()
+    if isinstance(stmt, For):
+        return _serial_uses(stmt.body)
+    if isinstance(stmt, Seq):
+        return set().union(*(_serial_uses(s) for s in stmt.body))
+    if isinstance(stmt, If):
+        rest = _serial_uses(stmt.orelse) if stmt.orelse is not None else set()
+        return buffers_used(If(stmt.cond, Seq(()))) | _serial_uses(stmt.then) | rest
+    return buffers_used(stmt)
+
+
+def _exact(expr: Expr, dtype: str) -> bool:
+    """Whether `expr` already holds a value of 16-bit `dtype` (so casting to it is a no-op)."""
+    return scalar(expr.dtype) == dtype and isinstance(expr, Load | Cast)
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if text.startswith("-") else text

@@ -1,0 +1,255 @@
+"""The stage-schedule interface, and the loop-building pieces every schedule shares.
+
+A `Schedule` turns one analysis `Stage` (see `compiler.analysis`) and its knob values into
+loop IR (`compiler.loop`). The program's space is the product of its stages' knobs, each
+prefixed with the stage (`s0.parallel`); `compiler.lower` lowers stage after stage.
+
+To write a schedule (e.g. `contraction.py`), subclass `Schedule` and implement:
+
+* `knobs(stage, target)`: every knob's candidate values (the first value need not be the
+  naive one);
+* `naive(stage, target)`: the config that lowers to the loop nest as written, i.e. exactly
+  `plain_nest` (serial, scalar, untiled: the baseline tuned kernels are compared with);
+* `default(stage, target)`: a good config without search;
+* `check(stage, target, config)`: why a config (already known to hold only listed values)
+  is invalid, or None. Anything that would fail to lower or compile must be caught here;
+* `lower(stage, config, ctx, rows)`: the statements computing the stage. `rows` are index
+  expressions for the stage's leading axes when an enclosing loop (a fused row group) already
+  iterates over them: loop over the remaining axes only, and open no parallel loop then.
+
+Scratch buffers (packing, per-thread tiles) come from `ctx.scratch`, names of loop variables
+and locals from `ctx.fresh`. Values follow `compiler.dtypes`: accumulate in
+`compute_dtype(anchor.dtype)`, cast each reduce term with `Cast(anchor.dtype, body)`, and store
+`stage.finish(value, index)` (which rounds and applies the epilogue).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compiler import dtypes
+from compiler.analysis import Analysis, Stage
+from compiler.ir import Binary, Call, Cast, Const, Expr, Extent, Var
+from compiler.loop import (
+    Assign,
+    Decl,
+    For,
+    Namer,
+    Stmt,
+    Store,
+    Workspace,
+    add,
+    as_expr,
+    ceildiv,
+    const,
+    const_value,
+    hoist_loads,
+    minimum,
+    mul,
+    seq,
+    stmts,
+    sub,
+    var,
+)
+from compiler.space.space import Config, Knob
+from schemas.target import Target
+
+# Vector register bytes per CPU ISA (None: "whatever the workers have", assumed AVX-512).
+VECTOR_BYTES = {
+    "x86_64-avx512": 64,
+    "x86_64-avx2": 32,
+    "x86_64": 16,
+    "aarch64-neon": 16,
+    "generic": 16,
+    None: 64,
+}
+
+
+@dataclass
+class Context:
+    """What lowering one program needs besides the stage: its analysis, target, a name
+    source, and the workspaces collected so far."""
+
+    analysis: Analysis
+    target: Target
+    namer: Namer
+    workspaces: list[Workspace] = field(default_factory=list)
+
+    def fresh(self, base: str) -> str:
+        return self.namer(base)
+
+    def scratch(
+        self, base: str, dtype: str, shape: tuple[Extent, ...], per_thread: bool = False
+    ) -> str:
+        """A new workspace buffer; its (fresh) name."""
+        name = self.namer(base)
+        self.workspaces.append(Workspace(name, dtype, shape, per_thread))
+        return name
+
+
+class Schedule(ABC):
+    """The knobs of one stage class and how a config of them lowers (see module doc)."""
+
+    kind: str
+
+    @abstractmethod
+    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]: ...
+
+    @abstractmethod
+    def naive(self, stage: Stage, target: Target) -> Config: ...
+
+    @abstractmethod
+    def default(self, stage: Stage, target: Target) -> Config: ...
+
+    def check(self, stage: Stage, target: Target, config: Config) -> str | None:
+        return None
+
+    @abstractmethod
+    def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt: ...
+
+
+# ----------------------------------------------------------------------------- loop building
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop to be built by `nest`: its variable, extent, kind and factor."""
+
+    var: str
+    extent: Expr
+    kind: str = "serial"
+    factor: int = 0
+    reduction: tuple[tuple[str, str], ...] = ()
+
+
+def nest(loops: Sequence[Loop], body: Stmt) -> Stmt:
+    """`loops` nested outermost first around `body`."""
+    for loop in reversed(loops):
+        body = For(
+            loop.var, loop.extent, body, loop.kind, factor=loop.factor, reduction=loop.reduction
+        )
+    return body
+
+
+@dataclass(frozen=True)
+class Split:
+    """An axis of `extent` split into `outer` tiles of `tile` and an `inner` remainder loop:
+    the index is `outer * tile + inner`, and the inner extent is `tile` except in a partial
+    last tile."""
+
+    outer: str
+    inner: str
+    extent: Expr
+    tile: int
+
+    @property
+    def outer_extent(self) -> Expr:
+        return ceildiv(self.extent, self.tile)
+
+    @property
+    def inner_extent(self) -> Expr:
+        total = const_value(self.extent)
+        if total is not None and total % self.tile == 0:
+            return const(self.tile)
+        return minimum(const(self.tile), sub(self.extent, mul(var(self.outer), const(self.tile))))
+
+    @property
+    def index(self) -> Expr:
+        return add(mul(var(self.outer), const(self.tile)), var(self.inner))
+
+
+def split(ctx: Context, axis: str, extent: Expr, tile: int) -> Split:
+    return Split(ctx.fresh(f"{axis}o"), ctx.fresh(f"{axis}i"), extent, tile)
+
+
+def vector_widths(target: Target, dtype: str) -> tuple[int, ...]:
+    """Vector lengths (in elements of `dtype`'s compute type) up to the target's registers."""
+    size = dtypes.itemsize(dtypes.compute_dtype(dtype))
+    top = VECTOR_BYTES.get(target.isa, 16)
+    return tuple(b // size for b in (16, 32, 64) if b <= top and b // size > 1)
+
+
+def hoisted(stage: Stage, ctx: Context, loop: Stmt) -> Stmt:
+    """`loop`, if it holds a vectorized loop, with the stage's reads that do not change inside
+    it held in locals before it (see `loop.hoist_loads`). Scalar loops stay as written."""
+    if not isinstance(loop, For) or not any(
+        isinstance(s, For) and s.kind == "vectorize" for s in stmts(loop)
+    ):
+        return loop
+    return hoist_loads(loop, ctx.fresh, {ld.tensor for ld in stage.reads()})
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def identity(op: str, dtype: str) -> Const:
+    """The starting value of a reduce `op` accumulated in `dtype` (a compute dtype)."""
+    if dtype == "bool":
+        return Const(op in ("prod", "min"), dtype)
+    if op in ("sum", "prod"):
+        return Const(0 if op == "sum" else 1, dtype)
+    if dtypes.is_float(dtype):
+        return Const(float("-inf") if op == "max" else float("inf"), dtype)
+    bits = dtypes.BITS[dtype]
+    if dtypes.is_signed(dtype):
+        return Const(-(2 ** (bits - 1)) if op == "max" else 2 ** (bits - 1) - 1, dtype)
+    return Const(0 if op == "max" else 2**bits - 1, dtype)
+
+
+def combine(op: str, acc: Expr, term: Expr) -> Expr:
+    """`acc` updated with `term` (both of `acc`'s dtype) by reduce `op`."""
+    if op in ("sum", "prod"):
+        return Binary("+" if op == "sum" else "*", acc, term, acc.dtype)
+    return Call(op, (acc, term), acc.dtype)
+
+
+def accumulator_dtype(stage: Stage) -> str:
+    return dtypes.compute_dtype(stage.anchor.dtype)
+
+
+def term(stage: Stage, index: dict[str, Expr]) -> Expr:
+    """One reduce term: the body at `index`, cast to the anchor's dtype."""
+    return Cast(stage.anchor.dtype, stage.body_at(index))
+
+
+# ----------------------------------------------------------------------------- the plain nest
+
+
+def plain_nest(stage: Stage, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
+    """The stage as written: serial loops over its axes, then (for a reduction) an
+    accumulator and serial loops over its reduce axes. The naive baseline and the fallback."""
+    index = dict(zip(stage.axes, rows, strict=False))
+    loops = []
+    for axis, size in list(zip(stage.axes, stage.shape, strict=True))[len(rows) :]:
+        loops.append(Loop(ctx.fresh(axis), as_expr(size)))
+        index[axis] = var(loops[-1].var)
+    return nest(loops, reduce_body(stage, ctx, index, []))
+
+
+def reduce_body(stage: Stage, ctx: Context, index: dict[str, Expr], kinds: list[Loop]) -> Stmt:
+    """Compute and store one output element at `index`: for an injective stage the finished
+    body; for a reduction an accumulator over the reduce axes, whose loops are given by
+    `kinds` (innermost last, by position; missing entries are serial) with `var` ignored."""
+    spatial = tuple(index[a] for a in stage.axes)
+    if stage.anchor.reduce_op is None:
+        return Store(stage.buffer, spatial, stage.finish(stage.body_at(index), index))
+    acc = ctx.fresh("acc")
+    dtype = accumulator_dtype(stage)
+    op = stage.anchor.reduce_op
+    reduce_index = dict(index)
+    loops = []
+    for n, axis in enumerate(stage.anchor.reduce_axes):
+        spec = kinds[n] if n < len(kinds) else Loop("", const(0))
+        loop_var = ctx.fresh(axis.name)
+        reduction = ((op, acc),) if spec.kind in ("parallel", "vectorize") else ()
+        loops.append(Loop(loop_var, as_expr(axis.extent), spec.kind, spec.factor, reduction))
+        reduce_index[axis.name] = var(loop_var)
+    acc_var = Var(acc, dtype)
+    update = Assign(acc, combine(op, acc_var, term(stage, reduce_index)))
+    return seq(
+        Decl(acc, dtype, init=identity(op, dtype)),
+        hoisted(stage, ctx, nest(loops, update)),
+        Store(stage.buffer, spatial, stage.finish(acc_var, index)),
+    )

@@ -1,0 +1,98 @@
+"""The schedule space of a whole program: the product of its stages' spaces.
+
+Knobs are prefixed by stage (`s0.parallel`, `s1.vec`); each row group that analysis found
+(stages sharing leading row axes, e.g. softmax's max, sum and normalize) adds `g<n>.fuse`:
+when true the group's stages are computed row by row inside one parallel loop over the rows
+(each row's data stays in cache between the stages), and the grouped stages' own
+`parallel`/`split` knobs are ignored.
+"""
+
+from __future__ import annotations
+
+import random
+
+from compiler import schedule as schedules  # a module import: schedules import this package
+from compiler.analysis import Analysis, Stage, analyze
+from compiler.ir import Program
+from compiler.space.space import Config, Knob, Space
+from schemas.target import Target
+
+_MAX_DRAWS = 1000
+
+
+def stage_prefix(stage: Stage) -> str:
+    return f"s{stage.index}."
+
+
+def group_knob(group: int) -> str:
+    return f"g{group}.fuse"
+
+
+class ProgramSpace(Space):
+    """Every stage's knobs under its prefix, plus one fusion knob per row group."""
+
+    def __init__(self, program: Program, target: Target) -> None:
+        if target.kind != "cpu":
+            raise NotImplementedError(f"no schedules for {target.kind} targets yet")
+        self.program = program
+        self.target = target
+        self.analysis: Analysis = analyze(program)
+        self.knobs: dict[str, tuple[Knob, ...]] = {}
+        for stage in self.analysis.stages:
+            knobs = schedules.schedule_for(stage).knobs(stage, target)
+            self.knobs.update({stage_prefix(stage) + k: v for k, v in knobs.items()})
+        for n in range(len(self.analysis.groups)):
+            self.knobs[group_knob(n)] = (False, True)
+
+    def stage_config(self, stage: Stage, config: Config) -> Config:
+        """The stage's own knobs of `config`, without their prefix."""
+        prefix = stage_prefix(stage)
+        return {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+
+    def _merged(self, fuse: bool, pick: str) -> Config:
+        config: Config = {}
+        for stage in self.analysis.stages:
+            part = getattr(schedules.schedule_for(stage), pick)(stage, self.target)
+            config.update({stage_prefix(stage) + k: v for k, v in part.items()})
+        config.update({group_knob(n): fuse for n in range(len(self.analysis.groups))})
+        return config
+
+    def naive(self) -> Config:
+        return self._merged(False, "naive")
+
+    def default(self) -> Config:
+        return self._merged(True, "default")
+
+    def sample(self, rng: random.Random) -> Config:
+        """A uniformly drawn valid config, drawn stage by stage: constraints never span
+        stages, so this is uniform over the valid product without rejecting whole configs
+        (whose acceptance would shrink with every stage)."""
+        config: Config = {}
+        for stage in self.analysis.stages:
+            config.update(self._sample_stage(stage, rng))
+        config.update(
+            {group_knob(n): rng.choice((False, True)) for n in range(len(self.analysis.groups))}
+        )
+        return config
+
+    def _sample_stage(self, stage: Stage, rng: random.Random) -> Config:
+        prefix = stage_prefix(stage)
+        names = [k for k in self.knobs if k.startswith(prefix)]
+        schedule = schedules.schedule_for(stage)
+        for _ in range(_MAX_DRAWS):
+            config = {k: rng.choice(self.knobs[k]) for k in names}
+            if schedule.check(stage, self.target, self.stage_config(stage, config)) is None:
+                return config
+        default = schedule.default(stage, self.target)
+        return {prefix + k: v for k, v in default.items()}
+
+    def check(self, config: Config) -> str | None:
+        reason = super().check(config)
+        if reason is not None:
+            return reason
+        for stage in self.analysis.stages:
+            own = self.stage_config(stage, config)
+            reason = schedules.schedule_for(stage).check(stage, self.target, own)
+            if reason is not None:
+                return f"stage {stage.index} ({stage.anchor.name}): {reason}"
+        return None

@@ -1,0 +1,186 @@
+"""Stage analysis: classification, prologue inlining, epilogue fusion, workspaces, row groups."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, analyze, contiguous
+from compiler.ir import Cast, Load, Program, Var, loads, walk
+from compiler.program import load
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name: str) -> Program:
+    return load(json.loads((EXAMPLES / f"{name}.json").read_text()))
+
+
+def program(inputs: list[Any], computes: list[Any], outputs: list[str], **extra: Any) -> Program:
+    return load({"name": "t", "inputs": inputs, "computes": computes, "outputs": outputs, **extra})
+
+
+def tensor(name: str, shape: list[Any], dtype: str = "float32") -> dict[str, Any]:
+    return {"name": name, "shape": shape, "dtype": dtype}
+
+
+def compute(name: str, axes: str, shape: list[Any], expr: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "axes": list(axes), "shape": shape, "dtype": "float32", "expr": expr}
+
+
+def reduce(
+    name: str, axes: str, shape: list[Any], expr: str, op: str, over: dict[str, Any]
+) -> dict[str, Any]:
+    return {**compute(name, axes, shape, expr), "reduce": {"op": op, "axes": over}}
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("matmul_128", [CONTRACTION]),
+        ("batched_matmul_nt", [CONTRACTION]),
+        ("conv2d_3x3", [CONTRACTION]),
+        ("int4_matmul", [CONTRACTION]),
+        ("column_sum", [REDUCTION]),
+        ("gelu", [INJECTIVE]),
+        ("softmax", [REDUCTION, REDUCTION, INJECTIVE]),
+        ("layernorm", [REDUCTION, REDUCTION, INJECTIVE]),
+    ],
+)
+def test_examples_are_classified(name: str, kinds: list[str]) -> None:
+    assert [s.kind for s in analyze(example(name)).stages] == kinds
+
+
+def test_matmul_epilogue_is_fused_into_the_contraction() -> None:
+    (stage,) = analyze(example("matmul_bias_relu")).stages
+    assert stage.kind == CONTRACTION and stage.output
+    assert [c.name for c in stage.epilogue] == ["out"] and stage.buffer == "out"
+    assert stage.dtype == "float32"
+    assert stage.contraction is not None
+    assert stage.contraction.lhs_axes == {"i"} and stage.contraction.rhs_axes == {"j"}
+
+
+def test_gemv_is_a_reduction_not_a_contraction() -> None:
+    p = program(
+        [tensor("A", [8, 16]), tensor("x", [16])],
+        [reduce("y", "i", [8], "A[i, k] * x[k]", "sum", {"k": 16})],
+        ["y"],
+    )
+    assert analyze(p).stages[0].kind == REDUCTION
+
+
+def test_max_of_products_is_a_reduction() -> None:
+    p = program(
+        [tensor("A", [8, 16]), tensor("B", [16, 4])],
+        [reduce("C", "ij", [8, 4], "A[i, k] * B[k, j]", "max", {"k": 16})],
+        ["C"],
+    )
+    assert analyze(p).stages[0].kind == REDUCTION
+
+
+def test_injective_producers_are_inlined_with_their_rounding() -> None:
+    p = program(
+        [tensor("A", [8, 16], "float16"), tensor("B", [16, 4])],
+        [
+            {**compute("h", "ik", [8, 16], "A[i, k] * 2.0"), "dtype": "float16"},
+            reduce("C", "ij", [8, 4], "float32(h[i, k]) * B[k, j]", "sum", {"k": 16}),
+        ],
+        ["C"],
+    )
+    (stage,) = analyze(p).stages
+    assert {ld.tensor for ld in loads(stage.anchor.body)} == {"A", "B"}
+    assert any(isinstance(e, Cast) and e.dtype == "float16" for e in walk(stage.anchor.body))
+    assert stage.kind == CONTRACTION
+
+
+def test_an_anchor_read_twice_is_materialized() -> None:
+    p = program(
+        [tensor("X", [4, 8])],
+        [
+            reduce("s", "i", [4], "X[i, k]", "sum", {"k": 8}),
+            compute("a", "i", [4], "s[i] * 2.0"),
+            compute("b", "i", [4], "s[i] + 1.0"),
+        ],
+        ["a", "b"],
+    )
+    analysis = analyze(p)
+    assert [s.buffer for s in analysis.stages] == ["s", "a", "b"]
+    assert [s.buffer for s in analysis.workspaces] == ["s"]
+
+
+def test_transposed_read_is_not_an_epilogue() -> None:
+    p = program(
+        [tensor("X", [4, 4, 8])],
+        [
+            reduce("s", "ij", [4, 4], "X[i, j, k]", "sum", {"k": 8}),
+            compute("t", "ij", [4, 4], "s[j, i]"),
+        ],
+        ["t"],
+    )
+    assert [s.buffer for s in analyze(p).stages] == ["s", "t"]
+
+
+def test_output_anchor_is_not_fused_into() -> None:
+    p = program(
+        [tensor("X", [4, 8])],
+        [reduce("s", "i", [4], "X[i, k]", "sum", {"k": 8}), compute("t", "i", [4], "s[i] * 2.0")],
+        ["s", "t"],
+    )
+    assert [(s.buffer, s.output) for s in analyze(p).stages] == [("s", True), ("t", True)]
+
+
+def test_epilogue_waits_for_stages_it_reads() -> None:
+    """`out` reads `b`, computed after `a`: fusing it into `a` would read `b` too early."""
+    p = program(
+        [tensor("X", [4, 8])],
+        [
+            reduce("a", "i", [4], "X[i, k]", "sum", {"k": 8}),
+            reduce("b", "i", [4], "X[i, k] * 2.0", "max", {"k": 8}),
+            compute("out", "i", [4], "a[i] + b[i]"),
+        ],
+        ["out"],
+    )
+    stages = analyze(p).stages
+    assert [(s.anchor.name, s.buffer) for s in stages] == [("a", "a"), ("b", "out")]
+
+
+def test_finish_applies_the_epilogue_at_the_anchor_axes() -> None:
+    (stage,) = analyze(example("int4_matmul")).stages
+    value = stage.finish(Var("acc", "float32"), {"m": Var("r"), "n": Var("c")})
+    reads = {(ld.tensor, ld.indices) for ld in loads(value)}
+    assert reads == {("bias", (Var("c"),)), ("residual", (Var("r"), Var("c")))}
+    assert isinstance(value, Cast) and value.dtype == "float16"
+
+
+def test_softmax_forms_one_row_group() -> None:
+    (group,) = analyze(example("softmax")).groups
+    assert (group.first, group.last, group.rows) == (0, 2, 1)
+
+
+def test_reading_another_row_breaks_the_group() -> None:
+    p = program(
+        [tensor("X", [4, 8])],
+        [
+            reduce("m", "i", [4], "X[i, k]", "max", {"k": 8}),
+            compute("y", "ij", [4, 8], "X[i, j] - m[3 - i]"),
+        ],
+        ["y"],
+    )
+    assert analyze(p).groups == ()
+
+
+def test_contiguity_of_axes() -> None:
+    stage = analyze(example("matmul_128")).stages[0]
+    assert not contiguous(stage, "k")  # B[k, j] strides over k
+    assert contiguous(stage, "j")
+    row = analyze(example("softmax")).stages[0]
+    assert contiguous(row, "k")
+
+
+def test_loads_of_inlined_producers_are_gone() -> None:
+    stage = analyze(example("int4_matmul")).stages[0]
+    assert all(isinstance(ld, Load) for ld in loads(stage.anchor.body))
+    assert {ld.tensor for ld in stage.reads()} == {"X", "W", "scales", "bias", "residual"}

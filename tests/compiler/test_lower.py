@@ -1,0 +1,226 @@
+"""Lowering end to end: programs compiled with gcc and run against the reference evaluator
+under the naive config, the default config and sampled configs, for every stage class and
+the semantics the C renderer must get right."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.errors import InvalidConfig
+from compiler.ir import Program
+from compiler.loop import Namer, seq
+from compiler.lower import lower, lower_function, signature_names
+from compiler.program import load
+from compiler.schedule import FALLBACK
+from compiler.schedule.stage import Context
+from compiler.space import space_for
+from schemas.target import Target
+from tests.compiler.cbuild import check_configs
+
+CPU = Target(kind="cpu", isa="x86_64-avx512")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SAMPLES = 4
+
+
+def configs(program: Program, samples: int = SAMPLES, seed: int = 0) -> list[dict[str, Any]]:
+    space = space_for(program, CPU)
+    rng = random.Random(seed)
+    return [space.naive(), space.default(), *(space.sample(rng) for _ in range(samples))]
+
+
+def check(program: Program, symbols: dict[str, int] | None = None, samples: int = SAMPLES) -> None:
+    check_configs(program, CPU, configs(program, samples), symbols or {})
+
+
+def signature(computes: list[Any], inputs: list[Any], outputs: list[str], **extra: Any) -> Program:
+    return load({"name": "t", "inputs": inputs, "computes": computes, "outputs": outputs, **extra})
+
+
+def t(name: str, shape: list[Any], dtype: str = "float32") -> dict[str, Any]:
+    return {"name": name, "shape": shape, "dtype": dtype}
+
+
+def c(
+    name: str, axes: str, shape: list[Any], expr: str, dtype: str = "float32", **reduce: Any
+) -> dict[str, Any]:
+    decl: dict[str, Any] = {"name": name, "axes": list(axes), "shape": shape, "dtype": dtype}
+    decl["expr"] = expr
+    if reduce:
+        decl["reduce"] = {"op": reduce["op"], "axes": reduce["over"]}
+    return decl
+
+
+@pytest.mark.parametrize(
+    ("name", "symbols"),
+    [
+        ("gelu", {}),
+        ("column_sum", {}),
+        ("softmax", {}),
+        ("layernorm", {}),
+        ("rmsnorm", {}),
+        ("matmul_odd", {}),
+        ("matmul_bias_relu", {}),
+        ("batched_matmul_nt", {}),
+        ("conv2d_3x3", {}),
+        ("int4_matmul", {"M": 3}),
+    ],
+)
+def test_examples(name: str, symbols: dict[str, int]) -> None:
+    program = load(json.loads((EXAMPLES / f"{name}.json").read_text()))
+    check(program, symbols, samples=2)
+
+
+def test_symbolic_and_non_dividing_extents() -> None:
+    program = signature(
+        [c("C", "ij", ["M", "N"], "A[i, k] * B[k, j]", op="sum", over={"k": 13})],
+        [t("A", ["M", 13]), t("B", [13, "N"])],
+        ["C"],
+        symbols={"M": {"min": 1, "max": 512}, "N": {"min": 1, "max": 512}},
+    )
+    check(program, {"M": 37, "N": 70}, samples=8)
+    check(program, {"M": 1, "N": 1})
+
+
+def test_integer_semantics() -> None:
+    """C truncation for // and %, zero divisors, wrap-around in narrow and 32-bit types."""
+    program = signature(
+        [
+            c("q", "i", [64], "a[i] // b[i] + a[i] % b[i] * 16", "int32"),
+            c("w", "i", [64], "a[i] * 1000000000 + (a[i] << 28)", "int32"),
+            c("n", "i", [64], "int8(a[i]) * int8(100) + int8(b[i] // 3)", "int8"),
+            c("u", "i", [64], "uint8(a[i]) - uint8(200) + (uint8(b[i]) >> 1)", "uint8"),
+            c("f", "i", [64], "int32(x[i] * 7.0) + int32(uint8(x[i] * 100.0))", "int32"),
+            c("g", "i", [64], "x[i] * 9.0 // 2.0 + x[i] * 9.0 % 2.0"),
+            c("h", "i", [64], "(a[i] > b[i]) and not (x[i] < 0.0) or (a[i] == b[i])", "bool"),
+            c("m", "i", [64], "min(a[i], b[i]) * max(a[i], b[i]) + abs(a[i] - 3)", "int32"),
+        ],
+        [t("a", [64], "int32"), t("b", [64], "int32"), t("x", [64])],
+        ["q", "w", "n", "u", "f", "g", "h", "m"],
+    )
+    check(program)
+
+
+def test_float_functions() -> None:
+    exprs = [
+        "exp(x[i]) + log(abs(x[i]) + 1.0) + sqrt(abs(x[i])) + rsqrt(abs(x[i]) + 1.0)",
+        "tanh(x[i]) + sigmoid(x[i]) + erf(x[i]) + floor(x[i] * 4.0) + ceil(x[i] * 4.0)",
+        "pow(abs(x[i]) + 1.0, 1.5) + x[i] ** 2.0 - float32(-x[i] < 0.5)",
+    ]
+    computes = [c(f"y{n}", "i", [40], e) for n, e in enumerate(exprs)]
+    computes.append(c("d", "i", [40], "float64(x[i]) * exp(float64(x[i]))", "float64"))
+    program = signature(computes, [t("x", [40])], ["y0", "y1", "y2", "d"])
+    check(program)
+
+
+def test_half_dtypes() -> None:
+    """float16/bfloat16 inputs and outputs, a half accumulator rounded per term."""
+    program = signature(
+        [
+            c("h", "ik", [9, 33], "x[i, k] * 1.5 + float16(y[k])", "float16"),
+            c("s", "i", [9], "float32(h[i, k]) * y[k]", "bfloat16", op="sum", over={"k": 33}),
+            c("o", "i", [9], "float16(s[i]) + float16(1.0)", "float16"),
+        ],
+        [t("x", [9, 33], "float16"), t("y", [33], "bfloat16")],
+        ["o"],
+    )
+    check(program, samples=6)
+
+
+def test_guarded_reads_for_padding() -> None:
+    program = signature(
+        [
+            c(
+                "y",
+                "i",
+                ["N"],
+                "where(i + r >= 1 and i + r <= N, x[i + r - 1], 0.0) * w[r]",
+                op="sum",
+                over={"r": 3},
+            ),
+            c("z", "i", ["N"], "where(i >= 2, x[i - 2], -1.0) + y[i]"),
+        ],
+        [t("x", ["N"]), t("w", [3])],
+        ["z"],
+        symbols={"N": {"min": 1, "max": 100}},
+    )
+    check(program, {"N": 19})
+    check(program, {"N": 1})
+
+
+def test_reductions_of_every_op_and_a_scalar_output() -> None:
+    program = signature(
+        [
+            c("mx", "j", [17], "x[i, j] * 3.0", op="max", over={"i": 21}),
+            c("mn", "j", [17], "a[i, j]", "int8", op="min", over={"i": 21}),
+            c("pr", "i", [21], "1.0 + 0.0625 * x[i, j]", op="prod", over={"j": 17}),
+            c("total", "", [], "x[i, j]", "float64", op="sum", over={"i": 21, "j": 17}),
+            c("any", "", [], "a[i, j] > 6", "bool", op="max", over={"i": 21, "j": 17}),
+        ],
+        [t("x", [21, 17]), t("a", [21, 17], "int8")],
+        ["mx", "mn", "pr", "total", "any"],
+    )
+    check(program, samples=8)
+
+
+def test_epilogue_chain_and_materialized_anchor() -> None:
+    program = signature(
+        [
+            c("acc", "ij", [12, 20], "A[i, k] * B[j, k]", op="sum", over={"k": 7}),
+            c("biased", "ij", [12, 20], "acc[i, j] + bias[j]"),
+            c("act", "ij", [12, 20], "float16(max(biased[i, j], 0.0))", "float16"),
+            c("stat", "i", [12], "float32(act[i, j])", op="max", over={"j": 20}),
+            c("out", "ij", [12, 20], "float32(act[i, j]) - stat[i]"),
+        ],
+        [t("A", [12, 7]), t("B", [20, 7]), t("bias", [20])],
+        ["out", "act"],
+    )
+    check(program)
+
+
+def test_3d_softmax_rows() -> None:
+    program = signature(
+        [
+            c("m", "bh", [2, 3], "x[b, h, k]", op="max", over={"k": 37}),
+            c("s", "bh", [2, 3], "exp(x[b, h, k] - m[b, h])", op="sum", over={"k": 37}),
+            c("y", "bhk", [2, 3, 37], "exp(x[b, h, k] - m[b, h]) / s[b, h]"),
+        ],
+        [t("x", [2, 3, 37])],
+        ["y"],
+    )
+    assert len(space_for(program, CPU).analysis.groups) == 1
+    check(program, samples=6)
+
+
+def test_naive_config_is_the_fallback_nest() -> None:
+    """Every schedule's naive config lowers to exactly the plain loop nest."""
+    for name in ("softmax", "matmul_odd", "column_sum", "gelu"):
+        program = load(json.loads((EXAMPLES / f"{name}.json").read_text()))
+        space = space_for(program, CPU)
+        naive = lower_function(program, CPU, space.naive(), space)
+        ctx = Context(space.analysis, CPU, Namer(signature_names(program)))
+        assert naive.body == seq(FALLBACK.lower(s, {}, ctx, ()) for s in space.analysis.stages)
+
+
+def test_naive_kernel_is_scalar_and_serial() -> None:
+    program = load(json.loads((EXAMPLES / "matmul_128.json").read_text()))
+    source = lower(program, CPU, space_for(program, CPU).naive()).source
+    assert "#pragma omp" not in source and "no-tree-loop-vectorize" in source
+
+
+def test_invalid_configs_are_rejected() -> None:
+    program = load(json.loads((EXAMPLES / "softmax.json").read_text()))
+    naive = space_for(program, CPU).naive()
+    for bad in (
+        {**naive, "s0.vec": 3},
+        {**naive, "nope": 1},
+        {k: v for k, v in naive.items() if k != "s0.vec"},
+        {**naive, "s0.vec": 16, "s0.unroll": 4},
+        {**naive, "s0.split": True, "s0.parallel": 1},
+    ):
+        with pytest.raises(InvalidConfig):
+            lower(program, CPU, bad)

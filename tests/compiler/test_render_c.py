@@ -1,0 +1,197 @@
+"""The C renderer on hand-built loop IR: explicit vectors and register tiles, per-thread
+workspaces, 16-bit float conversions, name mangling, constants, and the OpenMP pragmas."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from compiler.ir import Binary, Call, Cast, Const, Load, Var
+from compiler.loop import (
+    Assign,
+    Buffer,
+    Decl,
+    For,
+    Function,
+    Stmt,
+    Store,
+    Workspace,
+    add,
+    const,
+    mul,
+    seq,
+    var,
+)
+from compiler.lower import kernel_of
+from compiler.render import render
+from tests.compiler.cbuild import call
+
+F32x16 = "float32x16"
+
+
+def test_register_tile_microkernel() -> None:
+    """C[8, 32] = A[8, K] @ B[K, 32] held in 8 x 2 vectors of 16 floats: the shape of a
+    contraction microkernel (vector loads, broadcasts, fma, a register-tile array)."""
+    i, j, k = var("i"), var("j"), var("k")
+    tile = Load("c", (i, j), F32x16)
+    b = Load("B", (k, mul(j, const(16))), F32x16)
+    a = Cast(F32x16, Load("A", (i, k), "float32"))
+    hsum = Call("hsum", (Load("c", (i, const(0)), F32x16),), "float32")
+    lane = Call("lane", (Load("c", (i, const(1)), F32x16), const(3)), "float32")
+    zero = Cast(F32x16, Const(0.0, "float32"))
+    body = seq(
+        Decl("c", F32x16, (8, 2)),
+        _tile_loops(Store("c", (i, j), zero)),
+        For("k", var("K"), _tile_loops(Store("c", (i, j), Call("fma", (a, b, tile), F32x16)))),
+        _tile_loops(Store("C", (i, mul(j, const(16))), tile)),
+        For("i", const(8), Store("rowsum", (i,), Binary("+", hsum, lane, "float32"))),
+    )
+    fn = Function(
+        "tile",
+        (Buffer("A", "float32", (8, "K")), Buffer("B", "float32", ("K", 32))),
+        (Buffer("C", "float32", (8, 32)), Buffer("rowsum", "float32", (8,))),
+        ("K",),
+        body,
+    )
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((8, 13), dtype=np.float32)
+    B = rng.standard_normal((13, 32), dtype=np.float32)
+    C, rowsum = np.full((8, 32), np.nan, np.float32), np.zeros(8, np.float32)
+    kernel = kernel_of(fn)
+    assert "__attribute__((vector_size(64)))" in kernel.source
+    assert call(kernel, {"A": A, "B": B, "C": C, "rowsum": rowsum}, {"K": 13}) == 0
+    np.testing.assert_allclose(C, A @ B, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rowsum, C[:, :16].sum(1) + C[:, 19], rtol=1e-5, atol=1e-5)
+
+
+def _tile_loops(body: Stmt) -> Stmt:
+    return For("i", const(8), For("j", const(2), body, "unroll"), "unroll")
+
+
+def test_per_thread_workspace_in_a_parallel_loop() -> None:
+    """Each row is copied to a per-thread scratch buffer and summed from there."""
+    i, j = var("i"), var("j")
+    acc = Var("s", "float64")
+    update = Assign("s", Binary("+", acc, Load("scratch", (j,), "float32"), "float64"))
+    row = seq(
+        For("j", var("N"), Store("scratch", (j,), Load("X", (i, j), "float32"))),
+        Decl("s", "float64", init=Const(0.0, "float64")),
+        For("j", var("N"), update),
+        Store("Y", (i,), acc),
+    )
+    fn = Function(
+        "rows",
+        (Buffer("X", "float32", ("M", "N")),),
+        (Buffer("Y", "float64", ("M",)),),
+        ("M", "N"),
+        For("i", var("M"), row, "parallel"),
+        (Workspace("scratch", "float32", ("N",), per_thread=True),),
+    )
+    X = np.random.default_rng(1).standard_normal((37, 11), dtype=np.float32)
+    Y = np.zeros(37)
+    kernel = kernel_of(fn)
+    assert "omp_get_thread_num()" in kernel.source and "free(scratch_base);" in kernel.source
+    assert call(kernel, {"X": X, "Y": Y}, {"M": 37, "N": 11}) == 0
+    np.testing.assert_allclose(Y, X.astype(np.float64).sum(1), rtol=1e-12)
+
+
+def test_half_vectors_round_like_ml_dtypes() -> None:
+    """Vector loads and stores of float16 and bfloat16 buffers, and scalar casts."""
+    i = var("i")
+    special = [0.0, -0.0, 1.0, 65504.0, 65520.0, 1e-8, 6e-8, -3e38, np.inf, -np.inf]
+    values = np.concatenate([special, np.random.default_rng(2).standard_normal(6) * 100])
+    X = values.astype(np.float32)
+    halves = [("H", "float16"), ("G", "bfloat16")]
+    vector = Cast(F32x16, Load("X", (const(0),), F32x16))
+    body: list[Stmt] = [Store(name, (const(0),), vector) for name, _ in halves]
+    for name, dtype in halves:
+        halved = Binary("*", Load(name, (i,), dtype), Const(0.5, "float32"), "float32")
+        body.append(For("i", const(16), Store(f"{name}2", (i,), Cast(dtype, halved))))
+    outputs = [*halves, ("H2", "float16"), ("G2", "bfloat16")]
+    fn = Function(
+        "halves",
+        (Buffer("X", "float32", (16,)),),
+        tuple(Buffer(n, d, (16,)) for n, d in outputs),
+        (),
+        seq(body),
+    )
+    out = {
+        "H": np.zeros(16, np.float16),
+        "G": np.zeros(16, ml_dtypes.bfloat16),
+        "H2": np.zeros(16, np.float16),
+        "G2": np.zeros(16, ml_dtypes.bfloat16),
+    }
+    assert call(kernel_of(fn), {"X": X, **out}, {}) == 0
+    with np.errstate(all="ignore"):
+        expect_h, expect_g = X.astype(np.float16), X.astype(ml_dtypes.bfloat16)
+    assert out["H"].tobytes() == expect_h.tobytes()
+    assert out["G"].tobytes() == expect_g.tobytes()
+    half_h = (expect_h.astype(np.float32) * np.float32(0.5)).astype(np.float16)
+    half_g = (expect_g.astype(np.float32) * np.float32(0.5)).astype(ml_dtypes.bfloat16)
+    assert out["H2"].tobytes() == half_h.tobytes()
+    assert out["G2"].tobytes() == half_g.tobytes()
+
+
+def test_signature_names_cannot_clash_with_c() -> None:
+    """Tensors and symbols named like C keywords or helpers are mangled."""
+    i = var("i")
+    value = Call("exp", (Load("int", (i,), "float32"),), "float32")
+    fn = Function(
+        "names",
+        (Buffer("int", "float32", ("for",)),),
+        (Buffer("exp_f32", "float32", ("for",)),),
+        ("for",),
+        For("i", var("for"), Store("exp_f32", (i,), value)),
+    )
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    y = np.zeros(5, np.float32)
+    assert call(kernel_of(fn), {"int": x, "exp_f32": y}, {"for": 5}) == 0
+    np.testing.assert_allclose(y, np.exp(x), rtol=1e-6)
+
+
+def test_constants_and_int64_extremes() -> None:
+    consts = [
+        Const(float("inf"), "float32"),
+        Const(float("-inf"), "float64"),
+        Const(-(2**63), "int64"),
+        Const(4000000000, "uint32"),
+        Const(-2.5, "float32"),
+        Const(True, "bool"),
+    ]
+    out = [Buffer(f"o{n}", c.dtype, (1,)) for n, c in enumerate(consts)]
+    body = seq(Store(b.name, (const(0),), c) for b, c in zip(out, consts, strict=True))
+    fn = Function("consts", (), tuple(out), (), body)
+    arrays = {b.name: np.zeros(1, np.dtype(b.dtype)) for b in out}
+    assert call(kernel_of(fn), arrays, {}) == 0
+    got = [arrays[b.name][0] for b in out]
+    assert got == [np.inf, -np.inf, -(2**63), 4000000000, -2.5, True]
+
+
+def test_pragmas_and_signature() -> None:
+    i, j = var("i"), var("j")
+    load = Load("X", (i, j), "float32")
+    inner = For("j", const(64), Store("Y", (i, j), load), "vectorize", factor=8)
+    collapsed = For(
+        "i", var("M"), For("j", const(64), Store("Y", (i, j), load), "parallel"), "parallel"
+    )
+    fn = Function(
+        "shape",
+        (Buffer("X", "float32", ("M", 64)),),
+        (Buffer("Y", "float32", ("M", 64)),),
+        ("M",),
+        seq(
+            collapsed,
+            For("i", var("M"), inner),
+            For("i", const(4), Store("Y", (i, const(0)), load), "unroll", factor=2),
+            For("i", add(var("M"), const(-1)), Store("Y", (i, const(1)), load), start=const(1)),
+        ),
+    )
+    source = render(fn)
+    assert "int shape(const float* restrict X_, float* restrict Y_, int64_t M_) {" in source
+    assert "#pragma omp parallel for collapse(2) schedule(static)" in source
+    assert "#pragma omp simd simdlen(8)" in source
+    assert "#pragma GCC unroll 2" in source
+    assert "for (int64_t i = 1; i < (1 + (M_ + (-1))); i++) {" in source
+    assert "no-tree-loop-vectorize" not in source
+    scalar = Function("s", fn.inputs, fn.outputs, fn.symbols, For("i", var("M"), inner.body))
+    assert "no-tree-loop-vectorize" in render(scalar)

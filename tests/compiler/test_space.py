@@ -1,0 +1,119 @@
+"""Program spaces: knob layout, naive/default/sample/mutate validity, constraints, and the
+property that for random valid programs the naive config and sampled configs compute what
+the reference evaluator computes."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compiler.lower import lower
+from compiler.program import load
+from compiler.space import ProgramSpace, space_for
+from schemas.target import Target
+from tests.compiler.cbuild import check_configs
+from tests.strategies import signatures, symbol_values
+
+CPU = Target(kind="cpu", isa="x86_64-avx512")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def space(name: str, target: Target = CPU) -> ProgramSpace:
+    return space_for(load(json.loads((EXAMPLES / f"{name}.json").read_text())), target)
+
+
+def test_knobs_are_prefixed_per_stage_and_group() -> None:
+    knobs = space("softmax").knobs
+    assert {k.split(".")[0] for k in knobs} == {"s0", "s1", "s2", "g0"}
+    assert knobs["g0.fuse"] == (False, True)
+    assert knobs["s0.vec"] == (0, 4, 8, 16)
+    assert set(space("gelu").knobs) == {
+        "s0.tile_r",
+        "s0.tile_c",
+        "s0.parallel",
+        "s0.vec",
+        "s0.unroll",
+    }
+
+
+def test_vector_widths_follow_the_target_and_dtype() -> None:
+    assert space("gelu", Target(kind="cpu", isa="x86_64-avx2")).knobs["s0.vec"] == (0, 4, 8)
+    assert space("gelu", Target(kind="cpu", isa="generic")).knobs["s0.vec"] == (0, 4)
+
+
+@pytest.mark.parametrize("name", ["softmax", "matmul_odd", "column_sum", "gelu", "int4_matmul"])
+def test_naive_default_samples_and_mutations_are_valid(name: str) -> None:
+    s = space(name)
+    rng = random.Random(0)
+    assert s.check(s.naive()) is None and s.check(s.default()) is None
+    for _ in range(20):
+        config = s.sample(rng)
+        assert s.check(config) is None
+        mutated = s.mutate(config, rng)
+        assert s.check(mutated) is None
+        assert sum(mutated[k] != config[k] for k in config) <= 1
+
+
+def test_naive_and_default_differ_where_it_matters() -> None:
+    s = space("softmax")
+    assert s.naive()["g0.fuse"] is False and s.default()["g0.fuse"] is True
+    assert all(v in (0, 1, False) for k, v in s.naive().items() if not k.endswith("tile_r"))
+
+
+def test_constraints_are_explained() -> None:
+    s = space("column_sum")
+    naive = s.naive()
+    reason = s.check({**naive, "s0.split": True, "s0.cols": 16})
+    assert reason is not None and reason.startswith("stage 0 (Y): split")
+    assert "vectorized or unrolled" in (s.check({**naive, "s0.vec": 8, "s0.unroll": 2}) or "")
+    gelu = space("gelu")
+    assert "outer loops" in (gelu.check({**gelu.naive(), "s0.parallel": 2}) or "")
+
+
+def test_cuda_has_no_space_yet() -> None:
+    with pytest.raises(NotImplementedError):
+        space("gelu", Target(kind="cuda", arch="sm_90"))
+
+
+def test_space_knobs_reach_the_code() -> None:
+    s = space("softmax")
+    program = s.program
+    fused = lower(program, CPU, s.default()).source
+    assert fused.count("#pragma omp parallel for") == 1
+    unfused = lower(program, CPU, {**s.default(), "g0.fuse": False}).source
+    assert unfused.count("#pragma omp parallel for") == 3
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_random_programs_agree_with_the_reference(data: st.DataObject) -> None:
+    signature: dict[str, Any] = data.draw(signatures())
+    symbols = data.draw(symbol_values(signature))
+    program = load(signature)
+    s = space_for(program, CPU)
+    seed = data.draw(st.integers(0, 2**16))
+    rng = random.Random(seed)
+    configs = [s.naive(), s.default(), s.sample(rng), s.sample(rng)]
+    check_configs(program, CPU, configs, symbols, seed=seed)
+
+
+def test_sampling_covers_each_stage_uniformly() -> None:
+    """Stage-wise sampling: every valid value of a knob shows up, even in a many-stage space."""
+    s = space("layernorm")
+    rng = random.Random(3)
+    seen: dict[str, set[object]] = {k: set() for k in s.knobs}
+    for _ in range(300):
+        config = s.sample(rng)
+        for k, v in config.items():
+            seen[k].add(v)
+    assert all(seen[k] == set(values) for k, values in s.knobs.items())
