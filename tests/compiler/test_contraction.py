@@ -1,0 +1,265 @@
+"""The contraction template: every kind of contraction, under hand-picked configs that reach
+each code path (k blocking, unpacked rows, either vector side, edges, prefetch) and under
+sampled configs, compiled with gcc and compared with the reference evaluator."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.analysis import analyze
+from compiler.dtypes import INDEX
+from compiler.ir import Binary, Call, Cast, Const, Load, Program, Var
+from compiler.program import load
+from compiler.schedule.contraction import Contraction
+from compiler.schedule.gemm import plan
+from compiler.schedule.reduction import Reduction
+from compiler.schedule.vectorize import vectorize
+from compiler.space import space_for
+from compiler.space.space import Config
+from schemas.target import Target
+from tests.compiler.cbuild import check_configs
+
+CPU = Target(kind="cpu", isa="x86_64-avx512")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SAMPLES = 6
+
+
+def example(name: str) -> Program:
+    return load(json.loads((EXAMPLES / f"{name}.json").read_text()))
+
+
+def tensor(name: str, shape: list[Any], dtype: str = "float32") -> dict[str, Any]:
+    return {"name": name, "shape": shape, "dtype": dtype}
+
+
+def int4_matmul(k: int = 64, n: int = 48) -> Program:
+    """The int4 example's shape of computation (NT dequantized weight, bias, residual,
+    symbolic M), small enough for the reference evaluator."""
+    return load(
+        {
+            "name": "int4_small",
+            "symbols": {"M": {"min": 1, "max": 256}},
+            "inputs": [
+                tensor("X", ["M", k], "float16"),
+                tensor("W", [n, k // 8], "uint32"),
+                tensor("scales", [n, k // 32], "float16"),
+                tensor("bias", [n], "float16"),
+                tensor("residual", ["M", n], "float16"),
+            ],
+            "computes": [
+                {
+                    "name": "acc",
+                    "axes": ["m", "j"],
+                    "shape": ["M", n],
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"k": k}},
+                    "expr": "float32(X[m, k]) * (float32(int32((W[j, k // 8] >> (4 * (k % 8)))"
+                    " & 15) - 7) * float32(scales[j, k // 32]))",
+                },
+                {
+                    "name": "out",
+                    "axes": ["m", "j"],
+                    "shape": ["M", n],
+                    "dtype": "float16",
+                    "expr": "float16(float32(residual[m, j]) + float32(bias[j]) + acc[m, j])",
+                },
+            ],
+            "outputs": ["out"],
+        }
+    )
+
+
+def half_matmul() -> Program:
+    """float16 operands, float32 accumulation, a float16 result (an epilogue cast)."""
+    return load(
+        {
+            "name": "half",
+            "inputs": [tensor("A", [33, 70], "float16"), tensor("B", [70, 45], "float16")],
+            "computes": [
+                {
+                    "name": "acc",
+                    "axes": ["i", "j"],
+                    "shape": [33, 45],
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"k": 70}},
+                    "expr": "float32(A[i, k]) * float32(B[k, j])",
+                },
+                {
+                    "name": "out",
+                    "axes": ["i", "j"],
+                    "shape": [33, 45],
+                    "dtype": "float16",
+                    "expr": "float16(acc[i, j])",
+                },
+            ],
+            "outputs": ["out"],
+        }
+    )
+
+
+def matmul_outer() -> Program:
+    """A matmul whose elements feed a 3-d product: fused as a row group over (i, j), the
+    template computes one output element at a time."""
+    return load(
+        {
+            "name": "outer",
+            "inputs": [tensor("A", [19, 40]), tensor("B", [40, 37]), tensor("D", [5])],
+            "computes": [
+                {
+                    "name": "C",
+                    "axes": ["i", "j"],
+                    "shape": [19, 37],
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"k": 40}},
+                    "expr": "A[i, k] * B[k, j]",
+                },
+                {
+                    "name": "E",
+                    "axes": ["i", "j", "z"],
+                    "shape": [19, 37, 5],
+                    "dtype": "float32",
+                    "expr": "C[i, j] * D[z]",
+                },
+            ],
+            "outputs": ["E"],
+        }
+    )
+
+
+def variants(program: Program, *overrides: dict[str, Any], samples: int = SAMPLES) -> list[Config]:
+    """The naive and default configs, the default under each override of stage-0 knobs, and
+    `samples` sampled configs."""
+    space = space_for(program, CPU)
+    default = space.default()
+    configs = [space.naive(), default]
+    for override in overrides:
+        config = {**default, **{f"s0.{k}": v for k, v in override.items()}}
+        assert space.check(config) is None, (override, space.check(config))
+        configs.append(config)
+    rng = random.Random(len(program.name))
+    configs += [space.sample(rng) for _ in range(samples)]
+    return configs
+
+
+PATHS: tuple[dict[str, Any], ...] = (
+    {"pack_rows": "interleaved"},
+    {"pack_rows": "rows", "kc": 0},
+    {"pack_rows": "none", "tile_order": "rows"},
+    {"mr": 6, "nv": 1, "mb": 1, "nb": 1, "parallel": 0},  # many partial blocks and tiles
+    {"mr": 14, "nv": 2, "unroll": 4, "prefetch": 8},
+    {"vec_side": "lhs", "mr": 4, "nv": 3},
+)
+
+
+@pytest.mark.parametrize("name", ["matmul_odd", "batched_matmul_nt", "matmul_bias_relu"])
+def test_matmuls(name: str) -> None:
+    program = example(name)
+    check_configs(program, CPU, variants(program, *PATHS), {})
+
+
+def test_vector_side_read_in_place() -> None:
+    program = example("matmul_bias_relu")  # 256 columns: whole 32- and 64-wide tiles
+    unpacked = [
+        {"pack_cols": False, "mr": 4, "nv": nv, "kc": kc, "pack_rows": pack}
+        for nv, kc, pack in ((2, 0, "none"), (4, 64, "rows"), (1, 128, "interleaved"))
+    ]
+    check_configs(program, CPU, variants(program, *unpacked, samples=0), {})
+    space = space_for(example("matmul_odd"), CPU)  # 253 columns
+    reason = space.check({**space.default(), "s0.pack_cols": False})
+    assert reason is not None and "whole 32-wide tiles" in reason
+    conv = space_for(example("conv2d_3x3"), CPU)  # the vector side spans (n, y, x)
+    reason = conv.check({**conv.default(), "s0.pack_cols": False})
+    assert reason is not None and "single column axis" in reason
+
+
+def test_vectorize_follows_contiguous_reads() -> None:
+    a = Load("A", (Var("i"), Binary("+", Var("j"), Const(1, INDEX), INDEX)), "float16")
+    scale = Load("s", (Var("i"),), "float32")
+    value = vectorize(Binary("*", Cast("float32", a), scale, "float32"), "j", 16)
+    assert value == Binary(
+        "*", Cast("float32x16", Load(a.tensor, a.indices, "float16x16")), scale, "float32x16"
+    )
+    transposed = Load("B", (Var("j"), Var("k")), "float32")
+    assert vectorize(transposed, "j", 16) is None  # a gather
+    guarded = Call("where", (Binary("<", Var("j"), Var("n"), "bool"), a, a), "float16")
+    assert vectorize(guarded, "j", 16) is None  # a per-lane select
+
+
+def test_k_blocks_keep_partial_sums() -> None:
+    program = example("matmul_bias_relu")  # k = 256
+    packs = ("none", "interleaved", "rows")
+    blocked = [{"kc": kc, "pack_rows": pack} for kc in (64, 128) for pack in packs]
+    check_configs(program, CPU, variants(program, *blocked, samples=0), {})
+
+
+def test_conv2d_as_implicit_gemm() -> None:
+    program = example("conv2d_3x3")  # k = (c, ry, rx) = 288, padding through `where`
+    paths = [*PATHS, {"kc": 64}, {"vec_side": "rhs", "kc": 128, "pack_rows": "interleaved"}]
+    check_configs(program, CPU, variants(program, *paths), {})
+
+
+@pytest.mark.parametrize("m", [1, 5, 37])
+def test_int4_dequant_with_symbolic_rows(m: int) -> None:
+    program = int4_matmul()
+    paths = [*PATHS, {"kc": 0, "pack_rows": "interleaved"}]
+    check_configs(program, CPU, variants(program, *paths, samples=3), {"M": m})
+
+
+def test_half_inputs_accumulate_in_float32() -> None:
+    program = half_matmul()
+    check_configs(program, CPU, variants(program, *PATHS), {})
+
+
+def test_inside_a_fused_row_group() -> None:
+    program = matmul_outer()
+    space = space_for(program, CPU)
+    fused = {**space.default(), "g0.fuse": True}
+    check_configs(program, CPU, [fused, *variants(program, samples=4)], {})
+
+
+def test_axis_groups() -> None:
+    conv = plan(analyze(example("conv2d_3x3")).stages[0])
+    assert conv is not None
+    assert conv.lhs_axes == ("n", "y", "x") and conv.rhs_axes == ("f",)
+    bmm = plan(analyze(example("batched_matmul_nt")).stages[0])
+    assert bmm is not None and bmm.lhs_axes == ("i",) and bmm.rhs_axes == ("j",)
+    # The default vectorizes the side holding the output's contiguous axis.
+    assert space_for(example("conv2d_3x3"), CPU).default()["s0.vec_side"] == "lhs"
+
+
+def test_terms_rounded_before_the_sum_keep_the_reduction_schedule() -> None:
+    program = load(
+        {
+            "name": "half_acc",
+            "inputs": [tensor("A", [8, 16], "float16"), tensor("B", [16, 8], "float16")],
+            "computes": [
+                {
+                    "name": "C",
+                    "axes": ["i", "j"],
+                    "shape": [8, 8],
+                    "dtype": "float16",
+                    "reduce": {"op": "sum", "axes": {"k": 16}},
+                    "expr": "A[i, k] * B[k, j]",
+                }
+            ],
+            "outputs": ["C"],
+        }
+    )
+    stage = analyze(program).stages[0]
+    assert plan(stage) is None
+    assert Contraction().knobs(stage, CPU) == Reduction().knobs(stage, CPU)
+    space = space_for(program, CPU)
+    check_configs(program, CPU, [space.naive(), space.default()], {})
+
+
+def test_register_budget() -> None:
+    space = space_for(example("matmul_odd"), CPU)
+    reason = space.check({**space.default(), "s0.mr": 16, "s0.nv": 2})
+    assert reason is not None and "vector registers" in reason
+    reason = space.check({**space.naive(), "s0.kc": 0, "s0.nv": 2})
+    assert reason is not None and "plain nest" in reason
