@@ -1,0 +1,192 @@
+"""fp32 matmul on the CPU: naive schedule vs tuned kernel vs numpy, side by side in one run.
+
+    python bench/cpu_matmul.py                    # N = 128, 512 (1 thread), 1024 (2 threads)
+    python bench/cpu_matmul.py --sizes 128 --trials 32
+
+Each size is tuned from scratch (a fresh SQLite database) through the real tuner and local
+executor; naive and tuned latencies are the tuner's own measurements (median of repeats).
+numpy runs in a child process with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so OpenBLAS
+picks its kernels for this CPU, and with the same number of threads; the table says which
+BLAS kernels it ran. Results go to docs/benchmarks/cpu_matmul-<date>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.machine import describe_machine, git_commit  # noqa: E402
+from schemas import TaskSignature  # noqa: E402
+from schemas.target import Target  # noqa: E402
+from server.db.session import make_engine, migrate, session_factory, session_scope  # noqa: E402
+from server.tuner import LocalExecutor, Tuner, submit  # noqa: E402
+
+DEFAULT_THREADS = {128: 1, 512: 1, 1024: 2}
+
+# Times numpy's matmul the way the tuner times kernels: median per call over repeats of
+# batches that last at least 50 ms. Prints one JSON line.
+NUMPY_TIMER = """
+import json, sys, time
+import numpy as np
+n = int(sys.argv[1])
+rng = np.random.default_rng(0)
+a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+out = np.empty((n, n), np.float32)
+np.matmul(a, b, out=out)
+calls = 1
+while True:
+    start = time.perf_counter()
+    for _ in range(calls):
+        np.matmul(a, b, out=out)
+    if time.perf_counter() - start > 0.05:
+        break
+    calls *= 2
+samples = []
+for _ in range(9):
+    start = time.perf_counter()
+    for _ in range(calls):
+        np.matmul(a, b, out=out)
+    samples.append((time.perf_counter() - start) / calls)
+samples.sort()
+try:
+    from threadpoolctl import threadpool_info
+    blas = ", ".join(
+        f"{p['internal_api']} {p.get('version')} {p.get('architecture')} x{p['num_threads']}"
+        for p in threadpool_info() if p["user_api"] == "blas"
+    )
+except ImportError:
+    blas = "unknown (threadpoolctl missing)"
+print(json.dumps({"latency_s": samples[len(samples) // 2], "blas": blas}))
+"""
+
+
+@dataclass
+class Row:
+    n: int
+    threads: int
+    trials: int
+    naive_s: float
+    tuned_s: float
+    numpy_s: float
+    tuning_wall_s: float
+    blas: str
+
+    def gflops(self, seconds: float) -> float:
+        return 2 * self.n**3 / seconds / 1e9
+
+
+def tune(n: int, trials: int, threads: int, seed: int) -> tuple[float, float, float]:
+    """(naive latency, tuned latency, tuning wall time) of a fresh tuning of matmul n^3."""
+    signature = TaskSignature.model_validate_json(
+        (ROOT / "examples" / f"matmul_{n}.json").read_text()
+    )
+    with tempfile.TemporaryDirectory(prefix="tunehub-bench-") as tmp:
+        url = f"sqlite:///{tmp}/bench.db"
+        migrate(url)
+        sessions = session_factory(make_engine(url))
+        with LocalExecutor() as executor:
+            target = executor.resolve(Target(kind="cpu"))
+            with session_scope(sessions) as s:
+                tuning_id = submit(
+                    s,
+                    signature=signature,
+                    target=target,
+                    symbols={},
+                    trials=trials,
+                    strategy="evolutionary",
+                )
+            start = time.perf_counter()
+            summary = Tuner(sessions, executor, threads=threads, seed=seed).run(tuning_id)
+            wall = time.perf_counter() - start
+    if summary.best is None or summary.baseline_latency_s is None:
+        raise SystemExit(f"matmul {n}: tuning found no verified kernel ({summary.failures})")
+    return summary.baseline_latency_s, summary.best.latency_s, wall
+
+
+def time_numpy(n: int, threads: int) -> tuple[float, str]:
+    unset = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    done = subprocess.run(
+        [sys.executable, "-c", NUMPY_TIMER, str(n)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    return result["latency_s"], result["blas"]
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| N | threads | naive | tuned | numpy | tuned / numpy | speedup vs naive | trials "
+        "| tuning wall time |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.n} | {r.threads} | {r.naive_s * 1e3:.3f} ms ({r.gflops(r.naive_s):.1f} GFLOP/s) "
+            f"| {r.tuned_s * 1e3:.4f} ms ({r.gflops(r.tuned_s):.0f} GFLOP/s) "
+            f"| {r.numpy_s * 1e3:.4f} ms ({r.gflops(r.numpy_s):.0f} GFLOP/s) "
+            f"| {r.numpy_s / r.tuned_s:.2f} | {r.naive_s / r.tuned_s:.0f}x | {r.trials} "
+            f"| {r.tuning_wall_s:.0f} s |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024])
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--threads", type=int, help="for every size (default: 1, 1, 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    args = parser.parse_args()
+
+    rows = []
+    for n in args.sizes:
+        threads = args.threads or DEFAULT_THREADS.get(n, 1)
+        naive, tuned, wall = tune(n, args.trials, threads, args.seed)
+        numpy_s, blas = time_numpy(n, threads)
+        rows.append(Row(n, threads, args.trials, naive, tuned, numpy_s, wall, blas))
+        print(table(rows[-1:]), flush=True)
+
+    today = datetime.date.today().isoformat()
+    report = "\n".join(
+        [
+            f"# CPU fp32 matmul: naive vs tuned vs numpy ({today})",
+            "",
+            f"- machine: {describe_machine()}",
+            f"- commit: {git_commit()}",
+            f"- command: `python bench/cpu_matmul.py {' '.join(sys.argv[1:])}`".rstrip(),
+            f"- numpy BLAS: {'; '.join(sorted({r.blas for r in rows}))}",
+            "- naive and tuned: the tuner's measurements (median of repeats); numpy: median in a",
+            "  child process, OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset, same thread count.",
+            "",
+            table(rows),
+            "",
+        ]
+    )
+    print()
+    print(table(rows))
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"cpu_matmul-{today}.md"
+    path.write_text(report)
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
