@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,6 +34,14 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     max_trials: int = Field(default=10_000, gt=0)
     max_body_bytes: int = Field(default=1 << 20, gt=0)
+    # The API: `open` (no tokens) is the embedded default and is refused unless the server is
+    # bound to a loopback address; `token` requires `Authorization: Bearer <token>`.
+    auth: Literal["open", "token"] = "open"
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    # Best-kernel lookups are served from memory this long (0: never cached); a client may see
+    # an older best for that long after a better kernel is stored.
+    best_cache_ttl_s: float = Field(default=2.0, ge=0)
 
     @field_validator("home")
     @classmethod

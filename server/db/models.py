@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from schemas.api import Scope
 from schemas.record import RecordStatus, TuningStatus
 
 # Named constraints, so later migrations (SQLite batch mode included) can refer to them by name.
@@ -191,3 +192,17 @@ class CostModel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (Index("ix_cost_models_lookup", "target", "feature_version"),)
+
+
+class ApiToken(Base):
+    """An API token. Only the sha256 of its secret is kept: the secret is shown once, when the
+    token is created, and a stolen database grants nothing. Revoked tokens stay, for audit."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    scope: Mapped[Scope] = mapped_column(_status_type(Scope))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

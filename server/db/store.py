@@ -260,6 +260,13 @@ def add_record(
     return record
 
 
+def get_records(s: Session, *, ids: Sequence[int]) -> dict[int, Record]:
+    """The records with these ids, by id, in one query (ids that name none are left out)."""
+    if not ids:
+        return {}
+    return {r.id: r for r in s.scalars(select(Record).where(Record.id.in_(set(ids))))}
+
+
 def _records_query(
     *,
     workload_key: str | None,
@@ -409,3 +416,18 @@ def latest_cost_model(
         .limit(1)
     )
     return s.scalars(query).first()
+
+
+# Statistics
+
+
+def count_tunings_by_status(s: Session) -> dict[TuningStatus, int]:
+    """How many tunings have each status (absent: none); one grouped query."""
+    query = select(Tuning.status, func.count()).group_by(Tuning.status)
+    return {TuningStatus(status): n for status, n in s.execute(query)}
+
+
+def count_records_by_status(s: Session) -> dict[RecordStatus, int]:
+    """How many records have each status (absent: none); one grouped query."""
+    query = select(Record.status, func.count()).group_by(Record.status)
+    return {RecordStatus(status): n for status, n in s.execute(query)}

@@ -23,7 +23,7 @@ from server.db.session import (
     session_scope,
 )
 
-TABLES = {"workloads", "tunings", "records", "artifacts", "cost_models"}
+TABLES = {"workloads", "tunings", "records", "artifacts", "cost_models", "api_tokens"}
 
 
 def _tables(engine: Engine) -> set[str]:

@@ -1,0 +1,184 @@
+"""The wire format of the HTTP API (`/v1`): request bodies and the views the server answers with.
+
+The client SDK builds on these models, so they depend on nothing but `schemas`. Every error the
+API answers is `{"detail": "<one line>"}` (`ErrorView`), whatever its status code.
+
+Targets travel as their short text (`cpu:x86_64-avx512`, `cuda:sm_90`); a request may also
+send the object form (`{"kind": "cuda", "arch": "sm_90"}`), and may leave the ISA or arch out
+(`cpu`, `cuda`) to mean whatever the living workers of that kind have.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
+
+from schemas.record import RecordStatus, TuningStatus
+from schemas.signature import TaskSignature
+from schemas.target import Target
+
+# Paging: `limit` defaults to DEFAULT_PAGE_SIZE and may not exceed MAX_PAGE_SIZE.
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+# Ids and offsets fit a 32-bit signed integer (PostgreSQL's `integer`); larger values can name
+# nothing, and are refused before they reach the database.
+MAX_ID = 2**31 - 1
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+
+
+class Scope(StrEnum):
+    """What an API token may do; each scope includes the ones before it.
+
+    read: every lookup (`POST /v1/workloads/best` included); submit: also `POST /v1/tunings`;
+    admin: also cancelling tunings (a tuning is shared by everyone who submitted it).
+    """
+
+    READ = "read"
+    SUBMIT = "submit"
+    ADMIN = "admin"
+
+    def allows(self, needed: Scope) -> bool:
+        order = list(Scope)
+        return order.index(self) >= order.index(needed)
+
+
+def _target(value: Any) -> Any:
+    return Target.parse(value) if isinstance(value, str) else value
+
+
+# A target in a request: the short text or the object form.
+TargetField = Annotated[Target, BeforeValidator(_target, json_schema_input_type=str | Target)]
+# Counts and symbol values are JSON integers, never strings or booleans coerced into them.
+StrictInt = Annotated[int, Strict()]
+Symbols = Annotated[dict[str, StrictInt], Field(max_length=8)]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _View(BaseModel):
+    # `from_attributes`: the server builds views straight from its database rows.
+    model_config = ConfigDict(from_attributes=True, frozen=True)
+
+
+class TuningRequest(_Request):
+    """`POST /v1/tunings`: tune `task` for `target` with a budget of `trials` candidates.
+
+    `symbols` names the symbol values to tune for (a symbol left out is tuned at 64, clamped
+    into its range). The server caps `trials` (its `max_trials` setting: 422 above it).
+    """
+
+    task: TaskSignature
+    target: TargetField
+    trials: StrictInt = Field(ge=1)
+    symbols: Symbols = Field(default_factory=dict)
+    strategy: str = Field(default="evolutionary", max_length=64)
+
+
+class BestRequest(_Request):
+    """`POST /v1/workloads/best`: the best kernel of a signature, without computing its key.
+
+    `symbols` as in `TuningRequest`; left out entirely, it means any symbol values.
+    """
+
+    task: TaskSignature
+    target: TargetField
+    symbols: Symbols | None = None
+
+
+class RecordView(_View):
+    """One measured (or failed) candidate. Only `ok` records carry a verified artifact."""
+
+    id: int
+    workload_key: str
+    target: str
+    symbols: dict[str, int]
+    tuning_id: int | None
+    config: dict[str, Any]
+    status: RecordStatus
+    latency_s: float | None
+    latencies_s: list[float]
+    build_time_s: float | None
+    max_error: float | None
+    error_log: str | None
+    machine: dict[str, Any]
+    artifact_sha256: str | None
+    created_at: datetime
+
+
+class TuningView(_View):
+    """A tuning and its progress. `best` is the best verified record of its workload, target
+    and symbols so far (from every tuning of them, not only this one: the kernel a client
+    would get)."""
+
+    id: int
+    workload_key: str
+    target: str
+    symbols: dict[str, int]
+    strategy: str
+    status: TuningStatus
+    trials_done: int
+    trials_total: int
+    best: RecordView | None
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class Submission(TuningView):
+    """The answer to `POST /v1/tunings`, with what the server did about the request:
+
+    - `created`: a new tuning was queued (202);
+    - `joined`: the same workload, target and symbols were already queued or running, and that
+      tuning is returned (202);
+    - `cached`: the database already holds at least `trials` measurements of them, so no new
+      trial runs; the tuning is recorded as done at once (200).
+    """
+
+    outcome: Literal["created", "joined", "cached"]
+
+
+class WorkerView(_View):
+    """A living worker daemon, as its last heartbeat registered it."""
+
+    name: str
+    host: str
+    machine: str
+    pid: int
+    queues: list[str]
+    targets: list[str]
+    threads: int
+    fingerprints: dict[str, dict[str, Any]]
+    started_at: datetime
+    last_heartbeat: datetime
+
+
+ItemT = TypeVar("ItemT")
+
+
+class Page(BaseModel, Generic[ItemT]):
+    """One page of a listing; `next_offset` is None on the last page."""
+
+    items: list[ItemT]
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class ReadyView(BaseModel):
+    """`/readyz`: each dependency's state, `ok` or why not (Redis may be `disabled`)."""
+
+    ready: bool
+    database: str
+    redis: str
+
+
+class ErrorView(BaseModel):
+    """Every error response."""
+
+    detail: str

@@ -1,0 +1,96 @@
+"""Every error response is `{"detail": "<one line>"}`, with the status the error deserves.
+
+Invalid input is the client's (4xx, with the validator's own message); only an unavailable
+dependency answers 5xx (503: Redis or the database is down). Anything else would be a bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException
+
+from compiler.errors import SignatureError
+from server.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
+
+# A detail quotes user input at times (an unknown target, say): keep it readable.
+MAX_DETAIL_CHARS = 500
+
+_STATUS: dict[type[ServiceError], int] = {
+    InvalidRequest: status.HTTP_422_UNPROCESSABLE_CONTENT,
+    NotFound: status.HTTP_404_NOT_FOUND,
+    Conflict: status.HTTP_409_CONFLICT,
+    Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+}
+
+
+def error_response(
+    status_code: int, detail: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"detail": one_line(detail)}, status_code, headers=headers)
+
+
+def one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 3] + "..."
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """The first validation error as `where: what (and N more)`, like the compiler's."""
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ())]
+    if loc and loc[0] == "body":  # the body is what is usually meant; say where in it
+        loc = loc[1:]
+    where = ".".join(loc) or "body"
+    message = str(first.get("msg", "invalid"))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"invalid request: {where}: {message}{more}"
+
+
+async def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(status.HTTP_422_UNPROCESSABLE_CONTENT, validation_message(exc.errors()))
+
+
+async def _service(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    return error_response(_STATUS[type(exc)], str(exc))
+
+
+async def _signature(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc))
+
+
+async def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, str(exc.detail), exc.headers)
+
+
+async def _redis(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(status.HTTP_503_SERVICE_UNAVAILABLE, f"Redis is unavailable: {exc}")
+
+
+async def _database(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, OperationalError)
+    return error_response(
+        status.HTTP_503_SERVICE_UNAVAILABLE, f"the database is unavailable: {exc.orig}"
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that give every error its status and one-line detail."""
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(SignatureError, _signature)
+    for error_class in _STATUS:
+        app.add_exception_handler(error_class, _service)
+    app.add_exception_handler(RedisError, _redis)
+    app.add_exception_handler(OperationalError, _database)

@@ -1,0 +1,36 @@
+"""`/healthz` (the process answers), `/readyz` (its database and Redis answer) and `/metrics`:
+no token needed, so that orchestrators and Prometheus can call them."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from schemas.api import ReadyView
+from server.api.deps import ServicesDep
+from server.health import check_database, check_redis
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"model": ReadyView}})
+def readyz(services: ServicesDep) -> JSONResponse:
+    """200 when the database and Redis (if configured) answer, 503 otherwise."""
+    database = check_database(services.engine)
+    redis = "disabled" if services.redis is None else check_redis(services.redis)
+    view = ReadyView(
+        ready=database == "ok" and redis in ("ok", "disabled"), database=database, redis=redis
+    )
+    return JSONResponse(view.model_dump(), status_code=200 if view.ready else 503)
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(services: ServicesDep) -> Response:
+    """Prometheus text format."""
+    return Response(services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,65 @@
+"""`/v1/tunings`: submit a tuning, follow it, cancel it, list them."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from fastapi import APIRouter, Response
+
+from schemas.api import Page, Submission, TuningRequest, TuningView
+from schemas.record import TuningStatus
+from server.api import views
+from server.api.auth import AdminAccess, ReadAccess, SubmitAccess
+from server.api.deps import PageDep, ServicesDep, SessionDep, TuningDep, WorkloadKeyQuery
+from server.db import store
+from server.submit import cancel_tuning, submit_tuning
+
+router = APIRouter(prefix="/v1/tunings", tags=["tunings"])
+
+
+@router.post(
+    "",
+    status_code=HTTPStatus.ACCEPTED,
+    dependencies=[SubmitAccess],
+    responses={200: {"model": Submission, "description": "Answered from the database"}},
+)
+def submit(
+    request: TuningRequest, services: ServicesDep, s: SessionDep, response: Response
+) -> Submission:
+    """Queue a tuning, join the one already running, or answer from the database."""
+    submitted = submit_tuning(
+        services.sessions, services.redis, request, max_trials=services.settings.max_trials
+    )
+    if submitted.outcome == "cached":
+        response.status_code = HTTPStatus.OK
+    return views.submission(s, submitted)
+
+
+@router.get("", dependencies=[ReadAccess])
+def list_tunings(
+    s: SessionDep,
+    paging: PageDep,
+    status: TuningStatus | None = None,
+    workload_key: WorkloadKeyQuery = None,
+) -> Page[TuningView]:
+    """Newest first."""
+    tunings = store.list_tunings(
+        s,
+        limit=paging.limit + 1,
+        offset=paging.offset,
+        workload_key=workload_key,
+        status=status,
+    )
+    return views.page(views.tuning_views(s, tunings), paging.limit, paging.offset)
+
+
+@router.get("/{tuning_id}", dependencies=[ReadAccess])
+def get_tuning(tuning: TuningDep, s: SessionDep) -> TuningView:
+    return views.tuning_view(s, tuning)
+
+
+@router.post("/{tuning_id}/cancel", dependencies=[AdminAccess])
+def cancel(tuning: TuningDep, s: SessionDep) -> TuningView:
+    """Cancel a queued or running tuning (409 when it has ended)."""
+    cancel_tuning(s, tuning)
+    return views.tuning_view(s, tuning)

@@ -1,0 +1,66 @@
+"""`/v1/workloads`: the best kernel of a workload (by key or by signature), and its records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from schemas.api import BestRequest, Page, RecordView
+from schemas.record import RecordStatus
+from server.api import views
+from server.api.auth import ReadAccess
+from server.api.deps import (
+    OptionalTargetDep,
+    PageDep,
+    ServicesDep,
+    SessionDep,
+    SymbolsDep,
+    TargetDep,
+    WorkloadDep,
+    WorkloadKey,
+)
+from server.db import store
+
+router = APIRouter(prefix="/v1/workloads", tags=["workloads"], dependencies=[ReadAccess])
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "Unknown workload, or no verified kernel for the target yet"}
+}
+
+
+@router.get("/{key}/best", responses=_NOT_FOUND)
+async def best(
+    key: WorkloadKey, target: TargetDep, symbols: SymbolsDep, services: ServicesDep
+) -> RecordView:
+    """The fastest verified record of the workload for `target`, with its artifact id."""
+    return await services.best.by_key(key, target, symbols)
+
+
+@router.post("/best", responses=_NOT_FOUND)
+async def best_by_signature(request: BestRequest, services: ServicesDep) -> RecordView:
+    """As `GET /v1/workloads/{key}/best`, naming the workload by its signature."""
+    return await services.best.by_signature(request.task, request.target, request.symbols)
+
+
+@router.get("/{key}/records")
+def records(
+    workload: WorkloadDep,
+    s: SessionDep,
+    paging: PageDep,
+    target: OptionalTargetDep,
+    symbols: SymbolsDep,
+    status: RecordStatus | None = None,
+) -> Page[RecordView]:
+    """The workload's records in the order they were made, filtered by status, target (an
+    incomplete one matches every ISA or arch of its kind) and exact symbol values."""
+    rows = store.list_records(
+        s,
+        workload_key=workload.key,
+        target=target,
+        status=status,
+        symbols=symbols,
+        limit=paging.limit + 1,
+        offset=paging.offset,
+    )
+    return views.page([RecordView.model_validate(r) for r in rows], paging.limit, paging.offset)

@@ -1,0 +1,107 @@
+"""The HTTP API: `create_app` builds it, `serve` runs it with uvicorn (`tunehub api`).
+
+    uvicorn server.app:create_app --factory --host 127.0.0.1 --port 8000
+
+Building the app touches nothing: the database and Redis are connected to on first use, and
+the database is migrated when the app starts (its lifespan), as the tuner daemon does, so a
+fresh install serves at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import uvicorn
+from anyio import to_thread
+from fastapi import FastAPI
+from redis import Redis
+
+from server.api import errors
+from server.api.auth import TokenVerifier, is_loopback
+from server.api.deps import Services
+from server.api.limits import BodyLimitMiddleware
+from server.api.metrics import Metrics, MetricsMiddleware
+from server.api.routes import artifacts, health, tunings, workers, workloads
+from server.best import BestLookup
+from server.db.session import make_engine, migrate, session_factory
+from server.settings import Settings, get_settings
+
+# Redis answers in microseconds; a request waiting longer than this for it gets a 503.
+REDIS_TIMEOUT_S = 5.0
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API for `settings` (default: the environment's). Raises UnsafeBind for an open
+    server (`auth = "open"`) configured on a non-loopback address."""
+    settings = settings or get_settings()
+    check_open_bind(settings, settings.api_host)
+    engine = make_engine(settings.database_url)
+    sessions = session_factory(engine)
+    redis = None
+    if settings.redis_url:
+        redis = Redis.from_url(
+            settings.redis_url,
+            socket_connect_timeout=REDIS_TIMEOUT_S,
+            socket_timeout=REDIS_TIMEOUT_S,
+        )
+    services = Services(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        redis=redis,
+        best=BestLookup(sessions, settings.best_cache_ttl_s),
+        tokens=TokenVerifier(sessions),
+        metrics=Metrics(sessions),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await to_thread.run_sync(migrate, settings.database_url)
+        try:
+            yield
+        finally:
+            if redis is not None:
+                redis.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="tunehub",
+        summary="Kernel autotuning service: submit tunings, fetch the best kernels.",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    errors.install(app)
+    # The last added runs first: every request is counted, refused ones included.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=services.metrics)
+    for module in (tunings, workloads, artifacts, workers, health):
+        app.include_router(module.router)
+    return app
+
+
+class UnsafeBind(ValueError):
+    """An open server (no tokens) configured on a non-loopback address."""
+
+
+def check_open_bind(settings: Settings, host: str) -> None:
+    """Refuse to serve without tokens on anything but a loopback address."""
+    if settings.auth == "open" and not (host == "localhost" or is_loopback(host)):
+        raise UnsafeBind(
+            f"refusing to serve on {host} without tokens: auth=open is for 127.0.0.1 or ::1; "
+            "set TUNEHUB_AUTH=token and create tokens with `tunehub token create`"
+        )
+
+
+def serve(
+    settings: Settings | None = None, *, host: str | None = None, port: int | None = None
+) -> None:
+    """Run the API in this process until interrupted (`tunehub api`); `host` and `port`
+    default to the settings' `api_host` and `api_port`."""
+    settings = settings or get_settings()
+    settings = settings.model_copy(
+        update={"api_host": host or settings.api_host, "api_port": port or settings.api_port}
+    )
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.api_host, port=settings.api_port)

@@ -1,0 +1,107 @@
+"""Best-kernel lookups, the service's hot path: one indexed query, and hits kept in memory.
+
+Clients ask for the best kernel of a workload far more often than new records arrive, so a
+found best is cached for `ttl_s` (the `best_cache_ttl_s` setting). A cached answer is at worst
+an older verified kernel, never a wrong one; misses are not cached, so a client polling for
+the first kernel of a workload sees it as soon as it is stored.
+
+`symbols` follow the tuning request's rule: the values given, with every symbol left out at
+its default (`server.tuner.resolve_symbols`), so asking with the symbols a tuning was submitted
+with finds its result; `None` means any symbol values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from anyio import to_thread
+from sqlalchemy.orm import Session, sessionmaker
+
+from compiler.canonical import workload_key
+from compiler.ir import Program
+from compiler.program import load
+from schemas.api import RecordView
+from schemas.signature import TaskSignature
+from schemas.target import Target
+from server.cache import TTLCache
+from server.db import store
+from server.db.session import session_scope
+from server.errors import InvalidRequest, NotFound
+from server.tuner import resolve_symbols
+
+
+class BestLookup:
+    """Finds the fastest verified record of a workload for a target (and symbol values)."""
+
+    def __init__(self, sessions: sessionmaker[Session], ttl_s: float) -> None:
+        self.sessions = sessions
+        self._cache: TTLCache[RecordView] = TTLCache(ttl_s)
+
+    async def by_key(
+        self, key: str, target: Target, symbols: Mapping[str, int] | None
+    ) -> RecordView:
+        """The best record of workload `key`; `NotFound` (with the reason) when there is none.
+        A cache hit costs no thread and no query."""
+        return await self._cached(key, target, symbols, fill_in=True)
+
+    async def by_signature(
+        self, task: TaskSignature, target: Target, symbols: Mapping[str, int] | None
+    ) -> RecordView:
+        """As `by_key`, for the workload of `task` (validated: SignatureError)."""
+        key, resolved = await to_thread.run_sync(_key_and_symbols, task, symbols)
+        return await self._cached(key, target, resolved, fill_in=False)
+
+    async def _cached(
+        self, key: str, target: Target, symbols: Mapping[str, int] | None, *, fill_in: bool
+    ) -> RecordView:
+        cache_key = (key, str(target), None if symbols is None else store.canonical_json(symbols))
+        hit = self._cache.get(cache_key)
+        if hit is not None:
+            return hit
+        view = await to_thread.run_sync(self._lookup, key, target, symbols, fill_in)
+        self._cache.put(cache_key, view)
+        return view
+
+    def _lookup(
+        self,
+        key: str,
+        target: Target,
+        symbols: Mapping[str, int] | None,
+        fill_in: bool,
+    ) -> RecordView:
+        """The lookup itself; `fill_in`: `symbols` are as given and get their defaults."""
+        with session_scope(self.sessions) as s:
+            if symbols is not None and fill_in:
+                symbols = _resolve(_program_of(s, key), symbols)
+            best = store.best_record(s, workload_key=key, target=target, symbols=symbols)
+            if best is not None:
+                return RecordView.model_validate(best)
+            if store.get_workload(s, key) is None:
+                raise NotFound(f"no workload {key}")
+        where = f"{target}" + (f" with {_text(symbols)}" if symbols else "")
+        raise NotFound(f"no verified kernel of workload {key} for {where} yet")
+
+
+def _key_and_symbols(
+    task: TaskSignature, symbols: Mapping[str, int] | None
+) -> tuple[str, dict[str, int] | None]:
+    program = load(task)
+    return workload_key(program), None if symbols is None else _resolve(program, symbols)
+
+
+def _program_of(s: Session, key: str) -> Program:
+    workload = store.get_workload(s, key)
+    if workload is None:
+        raise NotFound(f"no workload {key}")
+    return load(workload.signature)
+
+
+def _resolve(program: Program, symbols: Mapping[str, int]) -> dict[str, int]:
+    try:
+        return resolve_symbols(program, symbols)
+    except ValueError as exc:
+        raise InvalidRequest(f"symbols: {exc}") from None
+
+
+def _text(symbols: Mapping[str, int]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in sorted(symbols.items()))
