@@ -42,7 +42,7 @@ from server.tuner import resolve_symbols
 from server.tuner import submit as register_tuning
 from server.tuner.rq_executor import RQExecutor
 from server.tuner.service import enqueue_tuning
-from worker.queues import PREFIX
+from worker.queues import submit_lock_key
 
 # How long one submission may hold its workload's lock, and wait for it.
 SUBMIT_LOCK_TTL_S = 30
@@ -143,11 +143,6 @@ def cancel_tuning(s: Session, tuning: Tuning) -> None:
     if tuning.status not in store.ACTIVE_TUNING_STATUSES:
         raise Conflict(f"tuning {tuning.id} has already ended ({tuning.status})")
     store.update_tuning(s, tuning.id, status=TuningStatus.CANCELLED, error="cancelled")
-
-
-def submit_lock_key(key: str) -> str:
-    """The Redis lock that serializes submissions of workload `key`."""
-    return f"{PREFIX}:lock:submit:{key}"
 
 
 @contextmanager

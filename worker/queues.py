@@ -67,6 +67,12 @@ def worker_key(name: str) -> str:
     return f"{PREFIX}:worker:{name}"
 
 
+def submit_lock_key(workload_key: str) -> str:
+    """The lock that makes an API's check for an active tuning and its creation one step, so
+    two API processes never queue the same workload twice."""
+    return f"{PREFIX}:lock:submit:{workload_key}"
+
+
 def measure_lock_key(machine: str) -> str:
     """The lock a measurement holds on `machine` (a boot id: one per running kernel, shared by
     every container of a host), so concurrent timings do not measure each other."""
