@@ -1,0 +1,107 @@
+"""`tunehub standalone` and `tunehub demo` as a user runs them: real commands, real processes,
+and nothing left running after Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from client.sdk import Client
+from tests.e2e.conftest import example
+from tests.service.redis_server import redis_server_binary
+
+TIMEOUT_S = 240
+pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server on PATH")
+
+
+def tunehub(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from client.cli import main; main()", *args]
+
+
+def processes_of(home: Path) -> list[int]:
+    """Pids of the living processes that belong to a stack in `home`: the environment names
+    it (TUNEHUB_HOME), or, for redis-server (which overwrites its environment with its process
+    title), the working directory is inside it."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        if proc.name == str(os.getpid()):
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            ours = str(home).encode() in (proc / "environ").read_bytes()
+            ours = ours or (proc / "cwd").resolve().is_relative_to(home)
+        except OSError:
+            continue
+        if ours and stat[stat.rfind(")") + 2] != "Z":  # zombies are already dead
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    home = tmp_path / "standalone-home"
+    yield home
+    for pid in processes_of(home):  # only if a test failed: leave nothing behind
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_standalone_serves_until_ctrl_c_and_leaves_nothing_running(home: Path) -> None:
+    env = {**os.environ, "TUNEHUB_HOME": str(home)}
+    env.pop("TUNEHUB_DATABASE_URL", None)
+    proc = subprocess.Popen(
+        tunehub("standalone", "--port", "0"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith("tunehub is serving at "), first + proc.stdout.read()
+    url = first.split()[4]
+    assert httpx.get(f"{url}/readyz").json()["ready"] is True
+    with Client(url) as client:
+        (worker,) = client.workers()
+        assert worker.name.startswith("standalone-")
+    # Its database is the home's (the embedded default).
+    assert (home / "tunehub.db").exists()
+    running = processes_of(home)
+    assert len(running) == 5  # itself, redis-server, the API, the tuner, the worker
+
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, output
+    assert processes_of(home) == []
+
+
+def test_demo_tunes_downloads_and_checks_the_kernel(home: Path) -> None:
+    env = {**os.environ, "TUNEHUB_HOME": str(home)}
+    done = subprocess.run(
+        tunehub("demo", "--trials", "6"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())
+    assert "submitted matmul_128.json over HTTP: tuning 1 created" in out
+    assert "naive" in out and "speedup" in out
+    assert "C matches the numpy reference" in out
+    assert processes_of(home) == []
+
+
+def test_demo_refuses_a_missing_signature(tmp_path: Path) -> None:
+    done = subprocess.run(
+        tunehub("demo", str(tmp_path / "nothing.json")), capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: no signature at")
+    assert example("matmul_128").exists()  # what it runs by default
