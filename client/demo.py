@@ -27,7 +27,7 @@ from schemas.record import RecordStatus, TuningStatus
 from schemas.target import Target
 from server.standalone import Stack
 from server.tuner.tuner import contraction_flops
-from worker.measure.cpu import reduce_extent
+from worker.measure.sandboxed import reduce_extent
 
 # Inputs the kernel never saw during tuning (the tuner's are seeded per workload from 0).
 CHECK_SEED = 2024

@@ -12,7 +12,9 @@ Expressions are `compiler.ir` nodes, reused as they are, with three extensions:
   declared with a vector dtype (`Decl("c", "float32x16", (8, 2))`) holds a register tile:
   `Load("c", (i, j), "float32x16")` / `Store("c", (i, j), v)` access its elements.
 * **Extra calls.** `fma(a, b, c)` is `a * b + c` (scalar or vector), `hsum`/`hmax`/`hmin`/
-  `hprod` reduce a vector to its scalar, `lane(v, Const(l))` extracts one lane.
+  `hprod` reduce a vector to its scalar, `lane(v, Const(l))` extracts one lane;
+  `shfl_xor(v, Const(m))` / `shfl_down(v, Const(d))` read `v` of another lane of the warp
+  (GPU: every lane of the warp must execute them).
 
 Indices of a `Load`/`Store` on a buffer either have the buffer's rank (row-major
 linearization is the renderer's job) or are a single flat element offset.
@@ -23,6 +25,16 @@ scalar or small array; locals hold compute dtypes, float32 for 16-bit float data
 `Prefetch` (a cache hint). A `Function` has the kernel's arguments, its symbols (int64
 params), and its `Workspace`s: aligned heap buffers allocated once per call, or once per thread
 (`per_thread`: each thread of a parallel loop sees its own slice under the same name).
+
+GPU concepts (CUDA dialect only): a `For` of kind `blockIdx.x|y|z` or `threadIdx.x|y|z` is a
+*binding*, not a loop: its variable is that block or thread index. Each top-level statement
+of a GPU function is one kernel launch, headed by its block bindings (the grid: one block per
+value of each); thread bindings may appear anywhere inside (the block: the largest extent of
+each, a smaller one runs on the first threads only). Statements outside thread bindings run
+on every thread of the block, so a local declared there is one per thread (a register tile
+that lives across phases). `Decl(..., shared=True)` is an array in shared memory, one per
+block; `Barrier` waits for every thread of the block and makes their memory writes visible.
+A GPU function's workspaces are global buffers its caller allocates (see `compiler.kernel`).
 
 Names: tensor and symbol names come from the signature and are mangled by the renderer;
 every other name (loop variables, locals) is chosen by the lowering through a `Namer`, which
@@ -52,7 +64,10 @@ from compiler.ir import (
     walk,
 )
 
-LOOP_KINDS = ("serial", "parallel", "unroll", "vectorize")
+BLOCK_KINDS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_KINDS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+LOOP_KINDS = ("serial", "parallel", "unroll", "vectorize", *BLOCK_KINDS, *THREAD_KINDS)
+SHUFFLES = ("shfl_xor", "shfl_down")
 ZERO = Const(0, INDEX)
 HORIZONTAL = {"hsum": "sum", "hmax": "max", "hmin": "min", "hprod": "prod"}
 _VECTOR = re.compile(r"^([a-z]+[0-9]*?)x([0-9]+)$")
@@ -88,7 +103,8 @@ class For:
     into one parallel loop; a `factor` also vectorizes it with that length); `unroll`
     (`factor` times, 0 = fully); `vectorize` (`factor` is the preferred vector length, 0 =
     the compiler's). `reduction` names the locals a parallel or vectorized loop combines
-    across iterations, as (op, name) with op in sum/max/min/prod.
+    across iterations, as (op, name) with op in sum/max/min/prod. GPU binding kinds
+    (`blockIdx.x`, `threadIdx.y`, ...) are described in the module doc.
     """
 
     var: str
@@ -143,6 +159,14 @@ class Decl:
     dtype: str
     shape: tuple[int, ...] = ()
     init: Expr | None = None
+    shared: bool = False  # GPU: one array per block in shared memory, not per thread
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """GPU: every thread of the block waits here; memory writes made before it are visible to
+    all of them after it. Only where the whole block gets to it (not under a thread binding
+    that runs on part of the block, nor a condition that differs between threads)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +178,7 @@ class Prefetch:
     indices: tuple[Expr, ...]
 
 
-Stmt = For | Seq | If | Store | Assign | Decl | Prefetch
+Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier
 
 
 # ----------------------------------------------------------------------------- functions
@@ -312,7 +336,8 @@ def flat_index(indices: tuple[Expr, ...], shape: tuple[Expr, ...]) -> Expr:
 _KEYWORDS_TEXT = """auto bool break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
 switch typedef union unsigned void volatile while class new delete this template namespace
-dim3 threadIdx blockIdx blockDim gridDim warpSize"""
+dim3 threadIdx blockIdx blockDim gridDim warpSize float2 float3 float4 int2 int3 int4 uint2
+uint4 half"""
 _KEYWORDS = frozenset(_KEYWORDS_TEXT.split())
 
 
@@ -393,6 +418,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
         return Prefetch(stmt.buffer, tuple(fn(i) for i in stmt.indices))
     if isinstance(stmt, Assign):
         return Assign(stmt.name, fn(stmt.value))
+    if isinstance(stmt, Barrier):
+        return stmt
     if stmt.init is not None:
         return replace(stmt, init=fn(stmt.init))
     return stmt
@@ -532,6 +559,9 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> str:
         return f"{pad}{stmt.name} = {format_expr(stmt.value)}"
     if isinstance(stmt, Prefetch):
         return f"{pad}prefetch {stmt.buffer}[{', '.join(format_expr(i) for i in stmt.indices)}]"
+    if isinstance(stmt, Barrier):
+        return f"{pad}barrier"
     shape = f"[{', '.join(map(str, stmt.shape))}]" if stmt.shape else ""
     init = f" = {format_expr(stmt.init)}" if stmt.init is not None else ""
-    return f"{pad}{stmt.name}: {stmt.dtype}{shape}{init}"
+    scope = "shared " if stmt.shared else ""
+    return f"{pad}{stmt.name}: {scope}{stmt.dtype}{shape}{init}"

@@ -1,8 +1,9 @@
 """(program, target, config) -> Kernel: run the stage schedules and render the loop IR.
 
 Stages are lowered in order, each by its class's schedule with its own (unprefixed) knobs;
-a fused row group becomes one loop over its rows (parallel, collapsed) holding each of its
-stages' per-row statements back to back. Results that are not outputs live in workspace
+a fused row group becomes one loop over its rows (parallel, collapsed; on CUDA one block per
+row) holding each of its stages' per-row statements back to back. On CUDA every stage (or
+fused group) is a kernel launch of its own. Results that are not outputs live in workspace
 buffers. `lower_function` stops at the loop IR (for features and tests); `lower` renders it.
 """
 
@@ -16,7 +17,9 @@ from compiler.ir import Expr, Program
 from compiler.kernel import Kernel, KernelArg
 from compiler.loop import Buffer, Function, Namer, Stmt, Workspace, as_expr, seq, var
 from compiler.render import render
+from compiler.render.launch import launches, metadata
 from compiler.schedule import schedule_for
+from compiler.schedule.gpu import fused_rows
 from compiler.schedule.injective import MAX_COLLAPSE
 from compiler.schedule.stage import Context, Loop, nest
 from compiler.space import ProgramSpace, space_for
@@ -27,13 +30,17 @@ from schemas.target import Target
 
 def lower(program: Program, target: Target, config: Config) -> Kernel:
     """The kernel of `program` scheduled by `config`; InvalidConfig if the space rejects it."""
-    return kernel_of(lower_function(program, target, config))
+    language = "cuda" if target.kind == "cuda" else "c"
+    return kernel_of(lower_function(program, target, config), language)
 
 
-def kernel_of(fn: Function) -> Kernel:
-    """The C kernel of a loop-IR function, with its ABI description."""
+def kernel_of(fn: Function, language: str = "c") -> Kernel:
+    """The C or CUDA kernel of a loop-IR function, with its ABI (and launch) description."""
     args = tuple(KernelArg(b.name, b.shape, b.dtype, "input") for b in fn.inputs)
     args += tuple(KernelArg(b.name, b.shape, b.dtype, "output") for b in fn.outputs)
+    if language == "cuda":
+        launch = metadata(fn, launches(fn))
+        return Kernel("cuda", render(fn, "cuda"), fn.name, args, fn.symbols, launch)
     return Kernel("c", render(fn, "c"), fn.name, args, fn.symbols)
 
 
@@ -69,12 +76,20 @@ def lower_function(
 def _stage(
     space: ProgramSpace, config: Config, ctx: Context, stage: Stage, rows: tuple[Expr, ...]
 ) -> Stmt:
-    return schedule_for(stage).lower(stage, space.stage_config(stage, config), ctx, rows)
+    return schedule_for(stage, ctx.target).lower(
+        stage, space.stage_config(stage, config), ctx, rows
+    )
 
 
 def _fused(space: ProgramSpace, config: Config, ctx: Context, members: range, rows: int) -> Stmt:
-    """One parallel loop over the group's rows, each row computing every member stage."""
+    """One parallel loop over the group's rows (on CUDA, one block per row), each row
+    computing every member stage."""
     first = space.analysis.stages[members.start]
+    stages = [space.analysis.stages[n] for n in members]
+    if ctx.target.kind == "cuda":
+        return fused_rows(
+            ctx, first, rows, lambda index: [_stage(space, config, ctx, s, index) for s in stages]
+        )
     loops = [
         Loop(ctx.fresh(axis), as_expr(size))
         for axis, size in zip(first.axes, first.shape, strict=True)
@@ -82,7 +97,6 @@ def _fused(space: ProgramSpace, config: Config, ctx: Context, members: range, ro
     loops = loops[:rows]
     loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
     row_index = tuple(var(lp.var) for lp in loops)
-    stages = [space.analysis.stages[n] for n in members]
     return nest(loops, seq(_stage(space, config, ctx, s, row_index) for s in stages))
 
 

@@ -78,10 +78,10 @@ class WorkerInfo:
 
 
 def cuda_targets() -> list[Target]:
-    """The CUDA architectures of this machine's GPUs. The hook for GPU workers: it stays empty
-    until the CUDA builder and runner exist (the query must run in a child process, since no
-    CUDA context may exist in the daemon before the measuring child starts)."""
-    return []
+    """The CUDA architectures of this machine's GPUs, each once; empty without a GPU (the
+    query runs in a child process: no CUDA context may exist in the daemon)."""
+    archs = dict.fromkeys(gpu["gpu_arch"] for gpu in device.gpus())
+    return [Target(kind="cuda", arch=arch) for arch in archs]
 
 
 def detect_targets() -> list[Target]:

@@ -1,23 +1,29 @@
-"""What machine a worker is: its CPU instruction set and the fingerprint every record keeps.
+"""What machine a worker is: its CPU instruction set, its GPUs, and the fingerprint every
+record keeps.
 
 A latency means little without the machine it was measured on, so each result carries the
 fingerprint; the ISA decides which builds this worker may run (an AVX-512 binary dies with
-SIGILL on an AVX2 host, and that must be refused, not recorded as a crashing kernel).
+SIGILL on an AVX2 host, and that must be refused, not recorded as a crashing kernel), and so
+does a GPU's architecture for cubins.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from schemas.target import Target
+from worker.build.cuda import nvcc_version
 
 _CPUINFO = Path("/proc/cpuinfo")
+_ROOT = str(Path(__file__).resolve().parents[1])  # the child imports tunehub from here
 _AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
 _AVX2 = {"avx2", "fma"}
 # x86 ISAs in increasing order: a host runs its own level and every level below it.
@@ -100,6 +106,34 @@ def fingerprint(target: Target, threads: int) -> dict[str, Any]:
     }
     if target.kind == "cpu":
         return {**common, "compiler": "gcc " + (_version("gcc", "-dumpfullversion") or "?")}
-    # CUDA workers add: GPU name, SM count, memory, driver version, nvcc version (from the
-    # CUDA child process, never from this one: no CUDA context may exist before a fork).
-    raise NotImplementedError("CUDA device fingerprints come with the CUDA runner")
+    # A build-only machine has no GPU: its CUDA fingerprint names the toolchain alone.
+    gpu = next((g for g in gpus() if target.arch and can_run_cuda(target.arch, g["gpu_arch"])), {})
+    return {**common, **gpu, "compiler": f"nvcc {nvcc_version() or '?'}"}
+
+
+@cache
+def gpus() -> tuple[dict[str, Any], ...]:
+    """This machine's visible GPUs (name, arch, SM count, memory, L2, driver version), asked
+    through cuda-python in a child process: no CUDA context may exist in a worker before it
+    forks. Empty without a driver or a GPU."""
+    command = [sys.executable, "-m", "worker.measure.gpu"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")])),
+    }
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        return tuple(json.loads(done.stdout)["devices"])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        return ()
+
+
+def can_run_cuda(arch: str, gpu_arch: str) -> bool:
+    """Whether a cubin for `arch` runs on a GPU of `gpu_arch`: SASS runs on its own major
+    version at an equal or higher minor; the `a` (architecture-specific) targets only on
+    their own."""
+    if arch.endswith("a") or gpu_arch.endswith("a"):
+        return arch.rstrip("a") == gpu_arch.rstrip("a")
+    major, minor = divmod(int(arch[3:]), 10)
+    gpu_major, gpu_minor = divmod(int(gpu_arch[3:]), 10)
+    return major == gpu_major and minor <= gpu_minor

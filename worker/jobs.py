@@ -35,9 +35,13 @@ from compiler.space.space import Space
 from schemas.record import RecordStatus
 from schemas.target import Target
 from worker import device
+from worker.build.builder import Builder
 from worker.build.cpu import CpuBuilder
+from worker.build.cuda import CudaBuilder
 from worker.measure.case import CaseCache
 from worker.measure.cpu import CpuRunner
+from worker.measure.cuda import CudaRunner
+from worker.measure.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,9 @@ def measure_candidate(request: CandidateRequest, built: CandidateResult) -> Cand
 
     if target.isa is not None and not device.can_run(target.isa):
         return failed(f"this worker ({device.cpu_isa()}) cannot run {target.isa} code")
+    if target.arch is not None and "gpu_arch" not in machine:
+        gpus = ", ".join(g["gpu_arch"] for g in device.gpus()) or "none"
+        return failed(f"this worker has no GPU that runs {target.arch} code (its GPUs: {gpus})")
     assert built.artifact is not None
     try:
         signature = _json(request.signature)
@@ -152,7 +159,7 @@ def measure_candidate(request: CandidateRequest, built: CandidateResult) -> Cand
         case = _cases().get(program, _workload_key(signature), request.symbols, request.seed)
     except Exception:  # the reference, not the candidate, failed; still a record
         return failed(f"could not compute the reference outputs:\n{traceback.format_exc()}")
-    result = _runner(request.threads).run(
+    result = _runner(target, request.threads).run(
         built.artifact,
         built.metadata,
         case,
@@ -173,7 +180,7 @@ def measure_candidate(request: CandidateRequest, built: CandidateResult) -> Cand
     )
 
 
-_BUILDERS = {"cpu": CpuBuilder}
+_BUILDERS: dict[str, type[Builder]] = {"cpu": CpuBuilder, "cuda": CudaBuilder}
 
 
 def _target(request: CandidateRequest) -> Target:
@@ -228,11 +235,13 @@ def _cases() -> CaseCache:
     return _process_state()["cases"]
 
 
-def _runner(threads: int) -> CpuRunner:
+def _runner(target: Target, threads: int) -> Runner:
+    """One runner per CPU thread count, one for the GPU (its child outlives candidates)."""
     runners = _process_state()["runners"]
-    if threads not in runners:
-        runners[threads] = CpuRunner(threads)
-    return runners[threads]
+    key = "cuda" if target.kind == "cuda" else threads
+    if key not in runners:
+        runners[key] = CudaRunner() if target.kind == "cuda" else CpuRunner(threads)
+    return runners[key]
 
 
 def _process_state() -> dict[str, Any]:

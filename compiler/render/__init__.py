@@ -3,8 +3,9 @@
 from compiler.loop import Function
 from compiler.render.c import CRenderer
 from compiler.render.cstyle import CStyleRenderer
+from compiler.render.cuda import CUDARenderer
 
-RENDERERS: dict[str, type[CStyleRenderer]] = {"c": CRenderer}
+RENDERERS: dict[str, type[CStyleRenderer]] = {"c": CRenderer, "cuda": CUDARenderer}
 
 
 def render(fn: Function, language: str = "c") -> str:
@@ -12,4 +13,4 @@ def render(fn: Function, language: str = "c") -> str:
     return RENDERERS[language]().render(fn)
 
 
-__all__ = ["RENDERERS", "CRenderer", "CStyleRenderer", "render"]
+__all__ = ["RENDERERS", "CRenderer", "CStyleRenderer", "CUDARenderer", "render"]

@@ -1,9 +1,11 @@
 """One renderer for every C-family dialect: loop IR (`compiler.loop`) in, source text out.
 
 The renderer is driven by data and small hooks, in the manner of tinygrad's `cstyle.py`: the
-type map, the function and helper prefixes, the pointer qualifier, and three hooks a dialect
-overrides — `loop_pragmas` (how loop kinds are annotated), `half_helpers` (16-bit float
-conversions) and `preamble` (includes and runtime support). Each IR node type has one rule
+type map, the function and helper prefixes, the pointer qualifier, the float32 math table, and
+the hooks a dialect overrides — `loop_pragmas` (how loop kinds are annotated), `half_helpers`
+(16-bit float conversions), `preamble` (includes and runtime support) and, for GPU dialects,
+`function` (kernels), `bound_loop` (block/thread bindings), `shared_decl`, `barrier` and
+`shuffle`. Each IR node type has one rule
 (`_stmt_<type>` / `_expr_<type>`), and the source is printed in one linear pass; the helper
 functions it needs (math, conversions, vector load/store/broadcast) are collected on the way
 and emitted before the function, so the output contains only what it uses.
@@ -31,8 +33,13 @@ from typing import ClassVar
 from compiler import dtypes
 from compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var
 from compiler.loop import (
+    BLOCK_KINDS,
     HORIZONTAL,
+    SHUFFLES,
+    THREAD_KINDS,
     Assign,
+    Barrier,
+    Buffer,
     Decl,
     For,
     Function,
@@ -61,6 +68,7 @@ from compiler.render.cmath import (
     UNSIGNED_MATH,
 )
 
+BOUND_KINDS = (*BLOCK_KINDS, *THREAD_KINDS)
 CODES = {
     "float64": "f64",
     "float32": "f32",
@@ -106,6 +114,9 @@ class CStyleRenderer:
         "float16": "uint16_t",
         "bfloat16": "uint16_t",
     }
+    # float32 functions rendered from these bodies instead of the libm-style `FLOAT_MATH`.
+    float32_math: ClassVar[dict[str, str]] = FLOAT32_MATH
+    barrier: str | None = None  # the statement of `Barrier`, in dialects that have one
 
     # ---------------------------------------------------------------- hooks
 
@@ -129,6 +140,22 @@ class CStyleRenderer:
     def thread_count(self) -> str:
         raise NotImplementedError
 
+    def bound_loop(self, loop: For, depth: int) -> list[str]:
+        """A block or thread binding (GPU dialects)."""
+        raise ValueError(f"{self.language} has no {loop.kind} bindings")
+
+    def shared_decl(self, stmt: Decl, depth: int) -> list[str]:
+        """A shared-memory array (GPU dialects)."""
+        raise ValueError(f"{self.language} has no shared memory")
+
+    def shuffle(self, fn: str, value: str, offset: str, dtype: str) -> str:
+        """A warp shuffle of `value` (of compute dtype `dtype`) (GPU dialects)."""
+        raise ValueError(f"{self.language} has no warp shuffles")
+
+    def lane_of(self, vector_text: str, lane: int) -> str:
+        """One lane of a vector value."""
+        return f"{vector_text}[{lane}]"
+
     # ---------------------------------------------------------------- entry point
 
     def render(self, fn: Function) -> str:
@@ -139,17 +166,23 @@ class CStyleRenderer:
         body = self.function(fn)
         return "\n".join([*self.preamble(fn), *self.helpers.values(), *body, ""])
 
-    def function(self, fn: Function) -> list[str]:
+    def params(self, fn: Function, workspaces: bool = False) -> str:
+        """The parameter list: inputs, outputs, (the workspaces, where the caller allocates
+        them), symbols."""
         params = [
             f"const {self.storage_types[b.dtype]}* {self.restrict} {self.name(b.name)}"
             for b in fn.inputs
         ]
+        written: list[Buffer | Workspace] = [*fn.outputs]
+        written += fn.workspaces if workspaces else ()
         params += [
-            f"{self.storage_types[b.dtype]}* {self.restrict} {self.name(b.name)}"
-            for b in fn.outputs
+            f"{self.storage_types[b.dtype]}* {self.restrict} {self.name(b.name)}" for b in written
         ]
         params += [f"int64_t {self.name(s)}" for s in fn.symbols]
-        lines = [f"{self.function_prefix}int {fn.name}({', '.join(params)}) {{"]
+        return ", ".join(params)
+
+    def function(self, fn: Function) -> list[str]:
+        lines = [f"{self.function_prefix}int {fn.name}({self.params(fn)}) {{"]
         pad = self.indent
         bases = [self._base(ws) for ws in fn.workspaces]
         for ws, base in zip(fn.workspaces, bases, strict=True):
@@ -218,8 +251,8 @@ class CStyleRenderer:
             return self._lanewise(fn, self.math(fn, scalar(dtype)), dtype, fn in BINARY_MATH)
         dtype = compute(dtype)
         t = self.types[dtype]
-        if dtype == "float32" and fn in FLOAT32_MATH:
-            template = FLOAT32_MATH[fn]
+        if dtype == "float32" and fn in self.float32_math:
+            template = self.float32_math[fn]
             if fn != "exp" and "exp_f32(" in template:
                 self.math("exp", dtype)
         elif dtypes.is_float(dtype):
@@ -243,11 +276,11 @@ class CStyleRenderer:
 
     def half(self, kind: str, dtype: str) -> str:
         """The `load`, `store` or `round` conversion helper of a 16-bit float dtype."""
-        code = CODES[dtype]
+        code, storage = CODES[dtype], self.storage_types[dtype]
         body = self.half_helpers(dtype)[kind]
         result, param = {
-            "load": ("float", "uint16_t x"),
-            "store": ("uint16_t", "float x"),
+            "load": ("float", f"{storage} x"),
+            "store": (storage, "float x"),
             "round": ("float", "float x"),
         }[kind]
         if kind == "round":
@@ -300,6 +333,8 @@ class CStyleRenderer:
         return [line for child in stmt.body for line in self.stmt(child, depth)]
 
     def _stmt_For(self, loop: For, depth: int) -> list[str]:
+        if loop.kind in BOUND_KINDS:
+            return self.bound_loop(loop, depth)
         chain = [loop]
         while loop.kind == "parallel" and isinstance(chain[-1].body, For):
             if chain[-1].body.kind != "parallel":
@@ -334,6 +369,8 @@ class CStyleRenderer:
         if dtypes.is_half(scalar(stmt.dtype)):
             raise ValueError(f"local {stmt.name!r}: locals hold compute dtypes (float32)")
         self.locals[stmt.name] = (stmt.dtype, stmt.shape)
+        if stmt.shared:
+            return self.shared_decl(stmt, depth)
         pad = self.indent * depth
         t = self.ctype(stmt.dtype)
         if stmt.shape:
@@ -348,6 +385,11 @@ class CStyleRenderer:
     def _stmt_Assign(self, stmt: Assign, depth: int) -> list[str]:
         dtype = self.locals[stmt.name][0]
         return [f"{self.indent * depth}{stmt.name} = {self.value(stmt.value, dtype)};"]
+
+    def _stmt_Barrier(self, stmt: Barrier, depth: int) -> list[str]:
+        if self.barrier is None:
+            raise ValueError(f"{self.language} has no barriers")
+        return [f"{self.indent * depth}{self.barrier}"]
 
     def _stmt_Prefetch(self, stmt: Prefetch, depth: int) -> list[str]:
         buf = self._buffer(stmt.buffer)
@@ -518,7 +560,11 @@ class CStyleRenderer:
         if fn in HORIZONTAL:
             return f"{self._horizontal(fn, args[0].dtype)}({self.expr(args[0])})"
         if fn == "lane":
-            return f"{self.expr(args[0])}[{self.expr(args[1])}]"
+            lane = const_value(args[1])
+            assert lane is not None, "lane() takes a constant lane"
+            return self.lane_of(self.expr(args[0]), lane)
+        if fn in SHUFFLES:
+            return self.shuffle(fn, self.expr(args[0]), self.expr(args[1]), expr.dtype)
         values = [self.value(a, expr.dtype) for a in args]
         if fn == "fma":
             return f"({values[0]} * {values[1]} + {values[2]})"

@@ -13,6 +13,9 @@ To write a schedule (e.g. `contraction.py`), subclass `Schedule` and implement:
 * `default(stage, target)`: a good config without search;
 * `check(stage, target, config)`: why a config (already known to hold only listed values)
   is invalid, or None. Anything that would fail to lower or compile must be caught here;
+* `canonical(stage, target, config)` (optional): the config with the knobs it leaves unused
+  at their first values, where some knobs make others irrelevant (a mode knob), so that
+  sampling and mutation reach every mode and one kernel has one config;
 * `lower(stage, config, ctx, rows)`: the statements computing the stage. `rows` are index
   expressions for the stage's leading axes when an enclosing loop (a fused row group) already
   iterates over them: loop over the remaining axes only, and open no parallel loop then.
@@ -105,6 +108,9 @@ class Schedule(ABC):
 
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         return None
+
+    def canonical(self, stage: Stage, target: Target, config: Config) -> Config:
+        return config
 
     @abstractmethod
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt: ...

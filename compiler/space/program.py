@@ -4,7 +4,9 @@ Knobs are prefixed by stage (`s0.parallel`, `s1.vec`); each row group that analy
 (stages sharing leading row axes, e.g. softmax's max, sum and normalize) adds `g<n>.fuse`:
 when true the group's stages are computed row by row inside one parallel loop over the rows
 (each row's data stays in cache between the stages), and the grouped stages' own
-`parallel`/`split` knobs are ignored.
+`parallel`/`split` knobs are ignored. On CUDA targets a fused group is one kernel with one
+block per row, and the grouped stages' `group` knobs (outputs or splits per block) are ignored,
+so its block is one-dimensional and no larger than its largest stage's.
 """
 
 from __future__ import annotations
@@ -32,14 +34,12 @@ class ProgramSpace(Space):
     """Every stage's knobs under its prefix, plus one fusion knob per row group."""
 
     def __init__(self, program: Program, target: Target) -> None:
-        if target.kind != "cpu":
-            raise NotImplementedError(f"no schedules for {target.kind} targets yet")
         self.program = program
         self.target = target
         self.analysis: Analysis = analyze(program)
         self.knobs: dict[str, tuple[Knob, ...]] = {}
         for stage in self.analysis.stages:
-            knobs = schedules.schedule_for(stage).knobs(stage, target)
+            knobs = schedules.schedule_for(stage, target).knobs(stage, target)
             self.knobs.update({stage_prefix(stage) + k: v for k, v in knobs.items()})
         for n in range(len(self.analysis.groups)):
             self.knobs[group_knob(n)] = (False, True)
@@ -52,7 +52,7 @@ class ProgramSpace(Space):
     def _merged(self, fuse: bool, pick: str) -> Config:
         config: Config = {}
         for stage in self.analysis.stages:
-            part = getattr(schedules.schedule_for(stage), pick)(stage, self.target)
+            part = getattr(schedules.schedule_for(stage, self.target), pick)(stage, self.target)
             config.update({stage_prefix(stage) + k: v for k, v in part.items()})
         config.update({group_knob(n): fuse for n in range(len(self.analysis.groups))})
         return config
@@ -78,13 +78,23 @@ class ProgramSpace(Space):
     def _sample_stage(self, stage: Stage, rng: random.Random) -> Config:
         prefix = stage_prefix(stage)
         names = [k for k in self.knobs if k.startswith(prefix)]
-        schedule = schedules.schedule_for(stage)
+        schedule = schedules.schedule_for(stage, self.target)
         for _ in range(_MAX_DRAWS):
-            config = {k: rng.choice(self.knobs[k]) for k in names}
-            if schedule.check(stage, self.target, self.stage_config(stage, config)) is None:
-                return config
+            drawn = self.stage_config(stage, {k: rng.choice(self.knobs[k]) for k in names})
+            own = schedule.canonical(stage, self.target, drawn)
+            if schedule.check(stage, self.target, own) is None:
+                return {prefix + k: v for k, v in own.items()}
         default = schedule.default(stage, self.target)
         return {prefix + k: v for k, v in default.items()}
+
+    def canonical(self, config: Config) -> Config:
+        """Each stage's knobs in its schedule's canonical form (`Schedule.canonical`)."""
+        result = dict(config)
+        for stage in self.analysis.stages:
+            schedule = schedules.schedule_for(stage, self.target)
+            own = schedule.canonical(stage, self.target, self.stage_config(stage, config))
+            result.update({stage_prefix(stage) + k: v for k, v in own.items()})
+        return result
 
     def check(self, config: Config) -> str | None:
         reason = super().check(config)
@@ -92,7 +102,7 @@ class ProgramSpace(Space):
             return reason
         for stage in self.analysis.stages:
             own = self.stage_config(stage, config)
-            reason = schedules.schedule_for(stage).check(stage, self.target, own)
+            reason = schedules.schedule_for(stage, self.target).check(stage, self.target, own)
             if reason is not None:
                 return f"stage {stage.index} ({stage.anchor.name}): {reason}"
         return None

@@ -41,22 +41,29 @@ class Space(ABC):
             return f"missing knobs: {', '.join(sorted(missing))}"
         return None
 
+    def canonical(self, config: Config) -> Config:
+        """`config` with the knobs it leaves unused (e.g. those of another mode) at their
+        first values, so that one kernel has one config; `check` rejects other forms."""
+        return config
+
     def sample(self, rng: random.Random) -> Config:
         """A uniformly drawn valid config."""
         for _ in range(_MAX_DRAWS):
             config = {name: rng.choice(values) for name, values in self.knobs.items()}
+            config = self.canonical(config)
             if self.check(config) is None:
                 return config
         return self.default()
 
     def mutate(self, config: Config, rng: random.Random) -> Config:
-        """A valid config that differs from `config` in one knob (or `config` if none is)."""
+        """A valid config that differs from `config` in one knob, and in the knobs that
+        change makes unused (or `config` if none is)."""
         names = [n for n, values in self.knobs.items() if len(values) > 1]
         for _ in range(_MAX_DRAWS if names else 0):
             name = rng.choice(names)
             value = rng.choice([v for v in self.knobs[name] if v != config[name]])
-            candidate = {**config, name: value}
-            if self.check(candidate) is None:
+            candidate = self.canonical({**config, name: value})
+            if candidate != config and self.check(candidate) is None:
                 return candidate
         return dict(config)
 

@@ -76,11 +76,6 @@ def test_constraints_are_explained() -> None:
     assert "outer loops" in (gelu.check({**gelu.naive(), "s0.parallel": 2}) or "")
 
 
-def test_cuda_has_no_space_yet() -> None:
-    with pytest.raises(NotImplementedError):
-        space("gelu", Target(kind="cuda", arch="sm_90"))
-
-
 def test_space_knobs_reach_the_code() -> None:
     s = space("softmax")
     program = s.program

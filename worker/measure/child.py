@@ -31,10 +31,10 @@ from compiler import verify
 from compiler.inputs import output_buffers
 from schemas.record import RecordStatus
 from worker.measure.case import Case
-from worker.measure.cpu import Request
 from worker.measure.harness import MAX_ARGS, Harness
 from worker.measure.harness import load as load_harness
 from worker.measure.runner import MeasureResult
+from worker.measure.sandboxed import Request
 
 WRONG_ANSWER = RecordStatus.WRONG_ANSWER
 ALIGN = 64
@@ -138,7 +138,7 @@ def _measure(
             if a["role"] == "output"
         }
         buffers = [*loaded.buffers.values(), *outputs.values()]
-        lib = ctypes.CDLL(request.library)
+        lib = ctypes.CDLL(request.artifact)
         call = _Call(lib, meta, {**loaded.buffers, **outputs}, request.case.symbols, harness)
         first_s = call.batch(1)
         _check_memory(buffers, loaded)

@@ -2,129 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import signal
-import tempfile
-from dataclasses import dataclass
-from math import prod
-from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
-from compiler.ir import Program, loads
-from schemas.record import RecordStatus
-from worker.measure.case import Case
-from worker.measure.runner import MeasureResult, Runner
-from worker.measure.sandbox import Exchange, Sandbox
-
-CHILD = "worker.measure.child"
+from worker.measure.sandboxed import SandboxedRunner
 
 
-@dataclass(frozen=True)
-class Request:
-    """What the runner sends its child (`worker.measure.child`) for one candidate."""
+class CpuRunner(SandboxedRunner):
+    """Runs kernels with `threads` OpenMP threads in `worker.measure.child`."""
 
-    library: str  # path of the built .so
-    metadata: dict[str, Any]  # Kernel.metadata(): entry, args, symbols
-    case: Case
-    reduce_extents: dict[str, int]  # per output: terms each element sums, for the tolerance
-    repeats: int
-    min_repeat_s: float
-    timeout_s: float
-
-
-class CpuRunner(Runner):
-    """Runs kernels with `threads` OpenMP threads in one persistent child process.
-
-    The child keeps the current test case in memory, so consecutive candidates of one
-    workload pay only for their own runs; it is replaced after any candidate that failed.
-    """
+    child: ClassVar[str] = "worker.measure.child"
+    backend: ClassVar[str] = "cpu"
+    suffix: ClassVar[str] = ".so"
 
     def __init__(self, threads: int) -> None:
         self.threads = threads
         # numpy's BLAS threads would only compete with the kernel's OpenMP threads.
-        env = {"OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"}
-        self.sandbox = Sandbox(CHILD, env)
-
-    def run(
-        self,
-        artifact: bytes,
-        metadata: dict[str, Any],
-        case: Case,
-        *,
-        timeout_s: float,
-        repeats: int,
-        min_repeat_s: float,
-    ) -> MeasureResult:
-        # Named by content: dlopen hands out an already loaded library of the same path.
-        digest = hashlib.sha256(artifact).hexdigest()
-        library = Path(tempfile.gettempdir(), f"tunehub-{os.getpid()}-{digest}.so")
-        library.write_bytes(artifact)
-        extents = {n: reduce_extent(case.program, n, case.symbols) for n in case.program.outputs}
-        request = Request(
-            library=str(library),
-            metadata=metadata,
-            case=case,
-            reduce_extents=extents,
-            repeats=repeats,
-            min_repeat_s=min_repeat_s,
-            timeout_s=timeout_s,
-        )
-        try:
-            exchange = self.sandbox.request(request, timeout_s)
-        finally:
-            library.unlink(missing_ok=True)
-        result = _interpret(exchange, timeout_s)
-        if result.status is not RecordStatus.OK:
-            self.sandbox.close()
-        return result
-
-    def close(self) -> None:
-        self.sandbox.close()
-
-
-def reduce_extent(program: Program, name: str, symbols: Any) -> int:
-    """Terms summed into each element of `name`: the longest reduction on its path from the
-    inputs (a bias+relu epilogue keeps its matmul's K), which sets the error tolerance."""
-    compute = program.compute(name)
-    own = prod(program.extent(r.extent, dict(symbols)) for r in compute.reduce_axes)
-    inputs = {t.name for t in program.inputs}
-    producers = {ld.tensor for ld in loads(compute.body)} - inputs
-    return max([own, *(reduce_extent(program, p, symbols) for p in producers)])
-
-
-def _interpret(exchange: Exchange, timeout_s: float) -> MeasureResult:
-    """The result of an exchange, saying how far a kernel got before it failed."""
-    result = exchange.reply("result")
-    if result is not None:
-        return result[1]
-    checked = exchange.reply("checked")
-    max_error = checked[1] if checked else None
-    if exchange.reply("ready") is None:
-        stage = "before the kernel was loaded (child start-up or test case)"
-    elif checked is None:
-        stage = "during the first (checked) run"
-    else:
-        stage = f"during the timed runs (output verified; first call took {checked[2]:.3g} s)"
-    if exchange.timed_out:
-        limit = f"{timeout_s:g} s" if exchange.reply("ready") else "the set-up time limit"
-        log = f"timed out after {limit} {stage}"
-        status = RecordStatus.RUN_TIMEOUT
-    else:
-        log = f"measuring process {_death(exchange.exit_code)} {stage}"
-        status = RecordStatus.RUNTIME_ERROR
-    if exchange.stderr.strip():
-        log += f"\n--- stderr (tail) ---\n{exchange.stderr}"
-    return MeasureResult(status, log=log, max_error=max_error)
-
-
-def _death(exit_code: int | None) -> str:
-    if exit_code is None:
-        return "was lost"
-    if exit_code < 0:
-        try:
-            name = signal.Signals(-exit_code).name
-        except ValueError:
-            name = f"signal {-exit_code}"
-        return f"was killed by {name}"
-    return f"exited with status {exit_code}"
+        super().__init__({"OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": "1"})

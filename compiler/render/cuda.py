@@ -1,0 +1,165 @@
+"""The CUDA dialect: a thin layer over `CStyleRenderer` for GPU functions.
+
+A GPU function (see "GPU concepts" in `compiler.loop`) becomes one `extern "C" __global__`
+kernel per launch (`compiler.render.launch`), each taking every argument (inputs, outputs,
+workspaces, symbols) and bounded by `__launch_bounds__` of its block. Block and thread
+bindings become `const int64_t` copies of `blockIdx`/`threadIdx` (a thread binding smaller
+than the block is guarded), shared arrays `__shared__` arrays (or slices of dynamic shared
+memory past 48 KiB), barriers `__syncthreads()`, shuffles `__shfl_*_sync` over the full warp.
+16-bit floats are `__half`/`__nv_bfloat16` converted by the `cuda_fp16.h`/`cuda_bf16.h`
+intrinsics; float32 math is the CUDA math library (`expf`, `erff`, ...). Vector values exist
+only as `float2`/`float4` (and `int2`/`int4`) loads, stores and lanes: no vector arithmetic.
+
+The source also builds with g++ and the CPU emulation header, which defines the CUDA names
+used here; the CUDA headers are only included under nvcc (`__CUDACC__`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from compiler import dtypes
+from compiler.loop import BLOCK_KINDS, THREAD_KINDS, Decl, For, Function, const_value, lanes, scalar
+from compiler.render.cstyle import CODES, CStyleRenderer, compute
+from compiler.render.launch import Launch, guarded, launches
+
+_HALF = {
+    "float16": {
+        "load": "  return __half2float(x);",
+        "store": "  return __float2half_rn(x);",
+        "round": "  return load_f16(store_f16(x));",
+    },
+    "bfloat16": {
+        "load": "  return __bfloat162float(x);",
+        "store": "  return __float2bfloat16_rn(x);",
+        "round": "  return load_bf16(store_bf16(x));",
+    },
+}
+_VECTORS = {
+    "float32x2": "float2",
+    "float32x4": "float4",
+    "int32x2": "int2",
+    "int32x4": "int4",
+}
+_HEADERS = {"float16": "cuda_fp16.h", "bfloat16": "cuda_bf16.h"}
+_LANES = "xyzw"
+_FULL_MASK = "0xffffffffu"
+_SHUFFLES = {"shfl_xor": "__shfl_xor_sync", "shfl_down": "__shfl_down_sync"}
+_DYNAMIC = "tunehub_shared"
+
+
+class CUDARenderer(CStyleRenderer):
+    language = "cuda"
+    helper_prefix = "static __device__ __forceinline__ "
+    restrict = "__restrict__"
+    storage_types: ClassVar[dict[str, str]] = {
+        **CStyleRenderer.types,
+        "float16": "__half",
+        "bfloat16": "__nv_bfloat16",
+    }
+    float32_math: ClassVar[dict[str, str]] = {}
+    barrier = "__syncthreads();"
+    launch: Launch  # the kernel being printed
+
+    def preamble(self, fn: Function) -> list[str]:
+        used = {b.dtype for b in (*fn.inputs, *fn.outputs)} | {w.dtype for w in fn.workspaces}
+        used |= {
+            d for d in ("float16", "bfloat16") for h in self.helpers if h.endswith("_" + CODES[d])
+        }
+        lines = ["#include <math.h>", "#include <stdint.h>"]
+        halves = [f"#include <{h}>" for d, h in _HEADERS.items() if d in used]
+        if halves:
+            lines += ["#ifdef __CUDACC__", *halves, "#endif"]
+        return [*lines, ""]
+
+    def half_helpers(self, dtype: str) -> dict[str, str]:
+        return _HALF[dtype]
+
+    def loop_pragmas(self, loop: For, collapse: int, reduction: list[tuple[str, str]]) -> list[str]:
+        if loop.kind in ("parallel", "vectorize"):
+            raise ValueError(f"CUDA has no {loop.kind} loops: bind blocks and threads instead")
+        if loop.kind == "unroll":
+            factor = loop.factor or const_value(loop.extent)
+            return [f"#pragma unroll {factor}" if factor else "#pragma unroll"]
+        return []
+
+    # ---------------------------------------------------------------- kernels
+
+    def function(self, fn: Function) -> list[str]:
+        if any(ws.per_thread for ws in fn.workspaces):
+            raise ValueError("CUDA functions have no per-thread workspaces")
+        params = self.params(fn, workspaces=True)
+        lines: list[str] = []
+        for launch in launches(fn):
+            self.launch = launch
+            head = f"__launch_bounds__({launch.threads}) {launch.entry}({params})"
+            lines.append(f'extern "C" __global__ void {head} {{')
+            if launch.dynamic:
+                lines.append(f"{self.indent}extern __shared__ float4 {_DYNAMIC}[];")
+            lines += [*self.stmt(launch.body, 1), "}", ""]
+        return lines[:-1]
+
+    def bound_loop(self, loop: For, depth: int) -> list[str]:
+        pad = self.indent * depth
+        index = f"(int64_t){loop.kind}"
+        if const_value(loop.start) != 0:
+            index = f"{self.expr(loop.start)} + {index}"
+        if loop.kind in BLOCK_KINDS:
+            return [f"{pad}const int64_t {loop.var} = {index};", *self.stmt(loop.body, depth)]
+        assert loop.kind in THREAD_KINDS
+        head = "{"
+        if guarded(loop, self.launch.block):
+            head = f"if ({loop.kind} < {self.expr(loop.extent)}) {{"
+        inner = self.indent * (depth + 1)
+        return [
+            f"{pad}{head}",
+            f"{inner}const int64_t {loop.var} = {index};",
+            *self.stmt(loop.body, depth + 1),
+            f"{pad}}}",
+        ]
+
+    def shared_decl(self, stmt: Decl, depth: int) -> list[str]:
+        pad = self.indent * depth
+        t = self.ctype(stmt.dtype)
+        if self.launch.dynamic:
+            offset = self.launch.shared_offsets[stmt.name]
+            return [f"{pad}{t}* {stmt.name} = ({t}*)((unsigned char*){_DYNAMIC} + {offset});"]
+        return [f"{pad}__shared__ {t} {stmt.name}[{math.prod(stmt.shape)}];"]
+
+    def shuffle(self, fn: str, value: str, offset: str, dtype: str) -> str:
+        dtype = compute(dtype)
+        call = _SHUFFLES[fn]
+        if dtypes.BITS[dtype] < 32 or dtype == "bool":
+            wide = "int32_t" if dtypes.is_signed(dtype) else "uint32_t"
+            inner = f"{call}({_FULL_MASK}, ({wide})({value}), (int)({offset}))"
+            return f"(({self.types[dtype]}){inner})"
+        return f"{call}({_FULL_MASK}, {value}, (int)({offset}))"
+
+    # ---------------------------------------------------------------- vector values
+
+    def ctype(self, dtype: str) -> str:
+        dtype = compute(dtype)
+        if lanes(dtype) == 1:
+            return self.types[dtype]
+        if dtype not in _VECTORS:
+            raise ValueError(f"CUDA has no vector type for {dtype}")
+        return _VECTORS[dtype]
+
+    def lane_of(self, vector_text: str, lane: int) -> str:
+        return f"{vector_text}.{_LANES[lane]}"
+
+    def _lane_helper(self, kind: str, dtype: str) -> str:
+        """Aligned vector loads and stores (the schedule guarantees the alignment)."""
+        vt, n, element = self.ctype(dtype), lanes(dtype), scalar(dtype)
+        st = self.storage_types[element]
+        name = f"{kind}_{CODES[element]}x{n}"
+        if kind == "vload":
+            body = f"  return *reinterpret_cast<const {vt}*>(p);"
+            return self._helper(name, vt, f"const {st}* p", body)
+        if kind == "vstore":
+            return self._helper(
+                name, "void", f"{st}* p, {vt} v", f"  *reinterpret_cast<{vt}*>(p) = v;"
+            )
+        body = f"  return make_{vt}({', '.join(['x'] * n)});"
+        return self._helper(name, vt, f"{self.types[compute(element)]} x", body)

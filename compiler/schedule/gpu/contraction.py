@@ -1,0 +1,161 @@
+"""GPU schedule of a contraction stage: matmul, batched matmul, dense layers, conv2d
+(implicit GEMM) and dequantizing matmuls, through the CPU template's plan (`gemm.plan`) and
+axis groups (`operands`), so prologues run where tiles are loaded and epilogues where they are
+stored.
+
+`mode` picks the kernel:
+
+* `plain`: the fallback kernel (one thread per output, a serial k loop): the naive config;
+* `tiled` (`tiles.py`): block tile `bm x bn`, thread tile `tm x tn` in registers, k slices of
+  `bk` staged in shared memory; `vec` reads 4-element runs as `float4` where alignment is
+  provable; `double` buffers the slices (register prefetch, one barrier per slice);
+  `split_k` slices k over grid z with a second kernel summing the slices (for small M x N);
+* `gemv` (`gemv.py`): a warp per `gemv_cols` columns, k split over lanes in runs of `gemv_vec`,
+  `gemv_rows` rows per pass, `gemv_warps` warps per block (for M of 1..8; offered where M is
+  symbolic or at most 64).
+
+Knobs of the modes not chosen must keep their first values (so no two configs are the same
+kernel); `canonical` resets them, so that sampling and mutation reach both kernels. `check`
+enforces the device limits (`space.limits`: threads, shared memory, a register estimate, grid
+y/z extents) and the tiling's divisibility rules. Contractions the plan cannot regroup
+exactly (a 16-bit accumulator, rounding inside the product) use the GPU reduction schedule,
+as on the CPU.
+"""
+
+from __future__ import annotations
+
+from compiler.analysis import Stage
+from compiler.ir import Expr
+from compiler.loop import Stmt, const_value
+from compiler.schedule.gemm import plan
+from compiler.schedule.gpu.blocks import WARP
+from compiler.schedule.gpu.fallback import naive_kernel
+from compiler.schedule.gpu.gemv import Gemv
+from compiler.schedule.gpu.operands import Operands, operands
+from compiler.schedule.gpu.reduction import Reduction
+from compiler.schedule.gpu.tiles import SIDES, Shape, Tiled, vectorized
+from compiler.schedule.stage import Context, Schedule
+from compiler.space.limits import block_error, limits_for
+from compiler.space.space import Config, Knob
+from schemas.target import Target
+
+TILED: dict[str, tuple[Knob, ...]] = {
+    "bm": (64, 16, 32, 128),
+    "bn": (64, 16, 32, 128),
+    "bk": (16, 8, 32),
+    "tm": (4, 1, 2, 8),
+    "tn": (4, 1, 2, 8),
+    "split_k": (1, 2, 4, 8, 16),
+    "vec": (False, True),
+    "double": (False, True),
+}
+GEMV: dict[str, tuple[Knob, ...]] = {
+    "gemv_cols": (1, 2, 4, 8),
+    "gemv_warps": (4, 1, 2, 8),
+    "gemv_rows": (1, 2, 4, 8),
+    "gemv_vec": (1, 2, 4, 8),
+}
+MODES = ("plain", "tiled", "gemv")
+GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
+GEMV_MAX_ROWS = 64  # and the space offers it up to this many (or any number of symbolic rows)
+
+
+class Contraction(Schedule):
+    kind = "contraction"
+    fallback = Reduction()
+
+    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]:
+        found = plan(stage)
+        if found is None:
+            return self.fallback.knobs(stage, target)
+        rows = const_value(operands(stage, found).rows.extent)
+        if rows is not None and rows > GEMV_MAX_ROWS:  # the weights would be read rows / 8 times
+            return {"mode": MODES[:2], **TILED, **{k: v[:1] for k, v in GEMV.items()}}
+        return {"mode": MODES, **TILED, **GEMV}
+
+    def naive(self, stage: Stage, target: Target) -> Config:
+        if plan(stage) is None:
+            return self.fallback.naive(stage, target)
+        return {name: values[0] for name, values in self.knobs(stage, target).items()}
+
+    def default(self, stage: Stage, target: Target) -> Config:
+        found = plan(stage)
+        if found is None:
+            return self.fallback.default(stage, target)
+        ops = operands(stage, found)
+        config = self.naive(stage, target)
+        rows = const_value(ops.rows.extent)
+        if rows is not None and rows <= GEMV_ROWS and ops.k_inner("col"):
+            vec = 8 if const_value(ops.k.extent) is not None else 4
+            return {**config, "mode": "gemv", "gemv_cols": 2, "gemv_rows": rows, "gemv_vec": vec}
+        cols, k = const_value(ops.cols.extent), const_value(ops.k.extent)
+        small = rows is not None and cols is not None and rows * cols <= 256 * 256
+        config.update(mode="tiled", bk=16, double=True)
+        if small:
+            config.update(bm=32, bn=32, tm=2, tn=2)
+            if k is not None and k >= 1024 and rows * cols <= 128 * 128:  # type: ignore[operator]
+                config.update(split_k=4)
+        config["vec"] = any(vectorized(ops, side, Shape.of(config)) for side in SIDES)
+        if self.check(stage, target, config) is not None:
+            config.update(vec=False)
+        return config
+
+    def canonical(self, stage: Stage, target: Target, config: Config) -> Config:
+        """The knobs of the other kernel reset. `plain` is left alone: it is one config (the
+        naive one, measured first anyway), which random draws then rarely hit."""
+        if plan(stage) is None or config["mode"] == "plain":
+            return config
+        return {**config, **{name: values[0] for name, values in _unused(config).items()}}
+
+    def check(self, stage: Stage, target: Target, config: Config) -> str | None:
+        found = plan(stage)
+        if found is None:
+            return self.fallback.check(stage, target, config)
+        mode = config["mode"]
+        if any(config[name] != values[0] for name, values in _unused(config).items()):
+            return f"knobs of other modes than {mode} keep their first values"
+        ops = operands(stage, found)
+        if mode == "tiled":
+            return _check_tiled(ops, Shape.of(config), target)
+        if mode == "gemv":
+            gemv = Gemv.of(config)
+            return block_error(target, gemv.threads, 0, gemv.registers())
+        return None
+
+    def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
+        found = plan(stage)
+        if found is None:
+            return self.fallback.lower(stage, config, ctx, rows)
+        if config["mode"] == "plain" or rows:
+            return naive_kernel(stage, ctx, rows)
+        ops = operands(stage, found, ctx.analysis.program)
+        if config["mode"] == "gemv":
+            return Gemv.of(config).lower(ops, ctx)
+        return Tiled(ops, Shape.of(config), ctx).lower()
+
+
+def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
+    """The knobs the config's mode does not use."""
+    return {"plain": {**TILED, **GEMV}, "tiled": GEMV, "gemv": TILED}[str(config["mode"])]
+
+
+def _check_tiled(ops: Operands, shape: Shape, target: Target) -> str | None:
+    if shape.tm > shape.bm or shape.tn > shape.bn:
+        return "a thread tile larger than its block tile"
+    if shape.threads < WARP:
+        return f"{shape.threads} threads per block (at least one warp)"
+    for side in SIDES:
+        if (shape.width(side) * shape.bk) % shape.threads:
+            return f"the {side} tile does not split evenly over {shape.threads} threads"
+    if shape.vec and not any(vectorized(ops, side, shape) for side in SIDES):
+        return "no tile side can be read as aligned 4-element vectors"
+    k = const_value(ops.k.extent)
+    if shape.split > 1 and k is not None and (shape.split - 1) * shape.bk >= k:
+        return f"split_k={shape.split} leaves slices of k={k} empty"
+    limits = limits_for(target)
+    rows, batch = const_value(ops.rows.extent), const_value(ops.batch.extent)
+    if rows is not None and -(-rows // shape.bm) > limits.grid_yz:
+        return f"{-(-rows // shape.bm)} row tiles (grid y holds {limits.grid_yz})"
+    if batch is not None and batch * shape.split > limits.grid_yz:
+        return f"{batch * shape.split} batch x split-k slices (grid z holds {limits.grid_yz})"
+    return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())

@@ -1,0 +1,34 @@
+"""The GPU fallback: one thread per output element, a plain loop over the reduce axes.
+
+It compiles any stage correctly, has no knobs, and is what every GPU schedule's naive config
+lowers to (the baseline tuned kernels are compared with)."""
+
+from __future__ import annotations
+
+from compiler.analysis import Stage
+from compiler.ir import Expr
+from compiler.loop import Stmt
+from compiler.schedule.gpu.blocks import FALLBACK_THREADS, per_output
+from compiler.schedule.stage import Context, Schedule
+from compiler.space.space import Config, Knob
+from schemas.target import Target
+
+
+class Fallback(Schedule):
+    kind = "fallback"
+
+    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]:
+        return {}
+
+    def naive(self, stage: Stage, target: Target) -> Config:
+        return {}
+
+    def default(self, stage: Stage, target: Target) -> Config:
+        return {}
+
+    def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
+        return naive_kernel(stage, ctx, rows)
+
+
+def naive_kernel(stage: Stage, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
+    return per_output(stage, ctx, rows, FALLBACK_THREADS)

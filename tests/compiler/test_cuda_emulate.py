@@ -1,0 +1,239 @@
+"""CUDA kernels run on the CPU through the emulator against the reference evaluator, at small
+sizes: every GPU schedule and kernel variant, fused and unfused row groups, symbolic and
+non-dividing extents, 16-bit and integer types. Each candidate takes the worker's path
+(`worker.check`: emulated build, sandboxed run, verification), as `tunehub check` does."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.ir import Program
+from compiler.space import space_for
+from compiler.space.space import Config
+from schemas.record import RecordStatus
+from schemas.target import Target
+from tests.compiler.test_lower import c, signature, t
+from worker.check import check_configs
+from worker.measure.case import CaseCache
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
+
+CUDA = Target(kind="cuda", arch="sm_90")
+
+
+@pytest.fixture
+def cases(tmp_path: Path) -> CaseCache:
+    return CaseCache(tmp_path)
+
+
+def check(
+    cases: CaseCache,
+    program: Program,
+    stage_configs: Sequence[dict[str, Any]] = (),
+    symbols: dict[str, int] | None = None,
+    samples: int = 2,
+) -> None:
+    """Naive, default, `samples` sampled configs, and the naive config updated with each of
+    `stage_configs` (knobs without the stage prefix, applied to every stage that takes the
+    value)."""
+    space = space_for(program, CUDA)
+    rng = random.Random(0)
+    configs: list[Config] = [space.naive(), space.default()]
+    configs += [space.sample(rng) for _ in range(samples)]
+    for update in stage_configs:
+        config = dict(space.naive())
+        for name in config:
+            knob = name.split(".", 1)[1]
+            if knob in update and update[knob] in space.knobs[name]:
+                config[name] = update[knob]
+        assert space.check(config) is None, (update, space.check(config))
+        configs.append(config)
+    results = check_configs(program, CUDA, configs, symbols or {}, emulate=True, cases=cases)
+    for result in results:
+        assert result.status == RecordStatus.OK, f"{result.config}:\n{result.log}"
+
+
+def test_softmax_rows_fused_and_unfused(cases: CaseCache) -> None:
+    program = signature(
+        [
+            c("m", "i", [5], "x[i, k]", op="max", over={"k": 37}),
+            c("s", "i", [5], "exp(x[i, k] - m[i])", op="sum", over={"k": 37}),
+            c("y", "ij", [5, 37], "exp(x[i, j] - m[i]) / s[i]"),
+        ],
+        [t("x", [5, 37])],
+        ["y"],
+    )
+    check(
+        cases,
+        program,
+        [
+            {"fuse": False, "order": "row", "threads": 64, "group": 2},
+            {"fuse": True, "order": "row", "threads": 32},
+            {"fuse": True, "order": "col", "threads": 64, "group": 4},
+            {"fuse": False, "order": "col", "threads": 32, "group": 8, "items": 2},
+        ],
+    )
+
+
+def test_reductions_along_columns_and_to_a_scalar(cases: CaseCache) -> None:
+    program = signature(
+        [
+            c("cs", "j", [19], "x[i, j]", op="sum", over={"i": 33}),
+            c("mx", "", [], "x[i, j] * 2.0", op="max", over={"i": 33, "j": 19}),
+            c("pr", "j", [19], "x[i, j] > 0.0", "bool", op="min", over={"i": 33}),
+        ],
+        [t("x", [33, 19])],
+        ["cs", "mx", "pr"],
+    )
+    check(
+        cases,
+        program,
+        [
+            {"order": "col", "threads": 32, "group": 4, "unroll": 2},
+            {"order": "row", "threads": 128},
+        ],
+    )
+
+
+def test_elementwise_integer_and_half_semantics(cases: CaseCache) -> None:
+    program = signature(
+        [
+            c("q", "i", [70], "a[i] // b[i] + a[i] % b[i] * 16", "int32"),
+            c("n", "i", [70], "int8(a[i]) * int8(100) + int8(b[i] // 3)", "int8"),
+            c("h", "i", [70], "float16(x[i] * 1.5) + float16(exp(x[i]))", "float16"),
+            c("g", "i", [70], "bfloat16(erf(x[i]) + tanh(x[i]) + sigmoid(x[i]))", "bfloat16"),
+        ],
+        [t("a", [70], "int32"), t("b", [70], "int32"), t("x", [70], "float16")],
+        ["q", "n", "h", "g"],
+    )
+    check(cases, program, [{"threads": 64, "items": 4}])
+
+
+def test_matmul_tiles_at_non_dividing_extents(cases: CaseCache) -> None:
+    program = signature(
+        [c("C", "ij", [13, 21], "A[i, k] * B[k, j]", op="sum", over={"k": 9})],
+        [t("A", [13, 9]), t("B", [9, 21])],
+        ["C"],
+    )
+    check(
+        cases,
+        program,
+        [
+            {"mode": "tiled", "bm": 16, "bn": 16, "bk": 8, "tm": 1, "tn": 2},
+            {"mode": "tiled", "bm": 16, "bn": 32, "bk": 8, "tm": 2, "tn": 2, "double": True},
+            {"mode": "gemv", "gemv_cols": 2, "gemv_warps": 2, "gemv_rows": 4, "gemv_vec": 2},
+        ],
+        samples=1,
+    )
+
+
+def test_matmul_vector_loads_double_buffering_split_k_and_dynamic_shared_memory(
+    cases: CaseCache,
+) -> None:
+    program = signature(
+        [
+            c("acc", "ij", [20, 24], "A[i, k] * B[k, j]", op="sum", over={"k": 64}),
+            c("out", "ij", [20, 24], "max(acc[i, j] + bias[j], 0.0)"),
+        ],
+        [t("A", [20, 64]), t("B", [64, 24]), t("bias", [24])],
+        ["out"],
+    )
+    tile = {"mode": "tiled", "bm": 16, "bn": 16, "bk": 16, "tm": 2, "tn": 2}
+    check(
+        cases,
+        program,
+        [
+            {**tile, "vec": True},
+            {**tile, "vec": True, "double": True},
+            {**tile, "split_k": 4},
+            {**tile, "split_k": 2, "double": True, "vec": True},
+            # 66 KiB of tiles: dynamic shared memory
+            {**tile, "bm": 128, "bn": 128, "bk": 32, "tm": 8, "tn": 8, "double": True},
+        ],
+        samples=0,
+    )
+
+
+def test_batched_nt_matmul_and_conv2d(cases: CaseCache) -> None:
+    bmm = signature(
+        [c("C", "bij", [2, 17, 11], "A[b, i, k] * B[b, j, k]", op="sum", over={"k": 8})],
+        [t("A", [2, 17, 8]), t("B", [2, 11, 8])],
+        ["C"],
+    )
+    check(
+        cases, bmm, [{"mode": "tiled", "bm": 16, "bn": 16, "bk": 8, "tm": 2, "tn": 4, "vec": True}]
+    )
+    conv = signature(
+        [
+            c(
+                "out",
+                "nfyx",
+                [1, 4, 6, 6],
+                "where(y + ry >= 1 and y + ry <= 6 and x + rx >= 1 and x + rx <= 6, "
+                "data[n, c, y + ry - 1, x + rx - 1], 0.0) * weight[f, c, ry, rx]",
+                op="sum",
+                over={"c": 3, "ry": 3, "rx": 3},
+            )
+        ],
+        [t("data", [1, 3, 6, 6]), t("weight", [4, 3, 3, 3])],
+        ["out"],
+    )
+    check(
+        cases,
+        conv,
+        [{"mode": "tiled", "bm": 16, "bn": 32, "bk": 8, "tm": 4, "tn": 2, "split_k": 2}],
+    )
+
+
+def test_int4_dequant_matmul_with_symbolic_rows(cases: CaseCache) -> None:
+    program = signature(
+        [
+            c(
+                "acc",
+                "mn",
+                ["M", 32],
+                "float32(X[m, k]) * (float32(int32((W[n, k // 8] >> (4 * (k % 8))) & 15) - 7)"
+                " * float32(s[n, k // 32]))",
+                op="sum",
+                over={"k": 64},
+            ),
+            c("out", "mn", ["M", 32], "float16(float32(r[m, n]) + acc[m, n])", "float16"),
+        ],
+        [
+            t("X", ["M", 64], "float16"),
+            t("W", [32, 8], "uint32"),
+            t("s", [32, 2], "float16"),
+            t("r", ["M", 32], "float16"),
+        ],
+        ["out"],
+        symbols={"M": {"min": 1, "max": 64}},
+    )
+    variants = [
+        {"mode": "gemv", "gemv_cols": 2, "gemv_warps": 4, "gemv_rows": 2, "gemv_vec": 8},
+        {"mode": "tiled", "bm": 16, "bn": 16, "bk": 16, "tm": 1, "tn": 1, "double": True},
+    ]
+    check(cases, program, variants, {"M": 3}, samples=1)
+    check(cases, program, variants[:1], {"M": 1}, samples=0)
+
+
+def test_warp_reductions_in_every_accumulator_type(cases: CaseCache) -> None:
+    """Shuffles of 64-bit, narrow integer, bool and 16-bit float accumulators."""
+    program = signature(
+        [
+            c("s64", "i", [7], "a[i, k]", "int64", op="sum", over={"k": 100}),
+            c("m8", "i", [7], "int8(a[i, k])", "int8", op="max", over={"k": 100}),
+            c("d", "i", [7], "float64(x[i, k])", "float64", op="sum", over={"k": 100}),
+            c("h", "i", [7], "x[i, k]", "float16", op="sum", over={"k": 100}),
+            c("b", "i", [7], "x[i, k] > 0.0", "bool", op="max", over={"k": 100}),
+            c("u", "i", [7], "uint8(a[i, k])", "uint8", op="prod", over={"k": 100}),
+        ],
+        [t("a", [7, 100], "int32"), t("x", [7, 100], "bfloat16")],
+        ["s64", "m8", "d", "h", "b", "u"],
+    )
+    check(cases, program, [{"order": "row", "threads": 64, "group": 2}], samples=0)

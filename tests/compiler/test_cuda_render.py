@@ -1,0 +1,133 @@
+"""The CUDA dialect and the launch metadata: kernels per stage, grids as expressions of the
+symbols, workspaces, dynamic shared memory, and the rules of GPU functions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compiler.ir import Program
+from compiler.kernel import eval_extent
+from compiler.loop import Barrier, Buffer, For, Function, Seq, Store, const, seq, var
+from compiler.lower import lower
+from compiler.program import load
+from compiler.render import render
+from compiler.space import space_for
+from schemas.target import Target
+
+CUDA = Target(kind="cuda", arch="sm_90")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name: str) -> Program:
+    return load(json.loads((EXAMPLES / f"{name}.json").read_text()))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("(M + 63) / 64", 2),
+        ("M * 4 - 1", 267),
+        ("-7 / 2", -3),
+        ("-7 % 2", -1),
+        ("min(M, 16) + max(3, N)", 24),
+        ("((N))", 8),
+    ],
+)
+def test_eval_extent(text: str, value: int) -> None:
+    assert eval_extent(text, {"M": 67, "N": 8}) == value
+
+
+@pytest.mark.parametrize("text", ["M ** 2", "__import__('os')", "M.real", "abs(M)", "1.5", "K", ""])
+def test_eval_extent_rejects_what_is_outside_the_grammar(text: str) -> None:
+    with pytest.raises(ValueError):
+        eval_extent(text, {"M": 3})
+
+
+def test_unfused_stages_are_kernels_with_workspaces() -> None:
+    program = example("softmax")
+    config = {**space_for(program, CUDA).naive()}
+    kernel = lower(program, CUDA, config)
+    assert kernel.language == "cuda"
+    entries = [k["entry"] for k in kernel.launch["kernels"]]
+    assert entries == [f"{kernel.entry}_{n}" for n in range(3)]
+    assert all(
+        f'extern "C" __global__ void __launch_bounds__(256) {e}(' in kernel.source for e in entries
+    )
+    assert kernel.launch["workspace"] == [
+        {"name": "row_max", "bytes": "1024"},
+        {"name": "row_sum", "bytes": "1024"},
+    ]
+    assert [k["block"] for k in kernel.launch["kernels"]] == [[256, 1, 1]] * 3
+
+
+def test_a_fused_row_group_is_one_kernel_with_a_block_per_row() -> None:
+    program = example("layernorm")
+    kernel = lower(program, CUDA, space_for(program, CUDA).default())
+    (launch,) = kernel.launch["kernels"]
+    assert launch["grid"] == ["256", "1", "1"]
+    assert kernel.source.count("__syncthreads();") >= 2
+
+
+def test_grids_are_expressions_of_the_symbols() -> None:
+    program = example("int4_matmul")
+    space = space_for(program, CUDA)
+    config = {**space.default(), "s0.mode": "tiled"}
+    kernel = lower(program, CUDA, config)
+    (launch,) = kernel.launch["kernels"]
+    assert "M" in "".join(launch["grid"])
+    for m in (1, 63, 64, 65, 4096):
+        grid = [eval_extent(g, {"M": m}) for g in launch["grid"]]
+        assert grid[0] * grid[1] * 64 * 64 >= m * 4096
+
+
+def test_split_k_adds_a_kernel_and_a_workspace() -> None:
+    program = example("matmul_128")
+    space = space_for(program, CUDA)
+    config = {**space.default(), "s0.mode": "tiled", "s0.split_k": 4, "s0.double": False}
+    config.update({"s0.bm": 32, "s0.bn": 32, "s0.tm": 2, "s0.tn": 2, "s0.vec": False})
+    assert space.check(config) is None
+    kernel = lower(program, CUDA, config)
+    assert len(kernel.launch["kernels"]) == 2
+    assert kernel.launch["kernels"][0]["grid"][2] == "4"
+    (workspace,) = kernel.launch["workspace"]
+    assert eval_extent(workspace["bytes"], {}) == 4 * 128 * 128 * 4
+
+
+def test_large_tiles_take_dynamic_shared_memory() -> None:
+    program = example("matmul_1024")
+    space = space_for(program, CUDA)
+    config = {**space.naive(), "s0.mode": "tiled", "s0.bm": 128, "s0.bn": 128, "s0.bk": 32}
+    config.update({"s0.tm": 8, "s0.tn": 8, "s0.double": True})
+    assert space.check(config) is None
+    kernel = lower(program, CUDA, config)
+    (launch,) = kernel.launch["kernels"]
+    assert launch["shared_bytes"] > 48 * 1024
+    assert "extern __shared__" in kernel.source and "__shared__ float " not in kernel.source
+
+
+def test_half_buffers_are_cuda_half_types() -> None:
+    program = example("int4_matmul")
+    kernel = lower(program, CUDA, space_for(program, CUDA).naive())
+    assert "const __half* __restrict__ X_" in kernel.source
+    assert "#include <cuda_fp16.h>" in kernel.source and "cuda_bf16.h" not in kernel.source
+    assert "__float2half_rn" in kernel.source
+
+
+def _fn(body: Seq | For) -> Function:
+    return Function("f", (), (Buffer("y", "float32", (64,)),), (), body)
+
+
+def test_gpu_functions_follow_their_rules() -> None:
+    tx = For("tx", const(64), Store("y", (var("tx"),), const(1)), "threadIdx.x")
+    ok = For("b", const(1), seq(tx, Barrier()), "blockIdx.x")
+    assert "__syncthreads();" in render(_fn(ok), "cuda")
+    with pytest.raises(ValueError, match="kernel"):
+        render(_fn(tx), "cuda")  # not headed by a block binding
+    narrow = For("tx", const(32), seq(Barrier()), "threadIdx.x")
+    with pytest.raises(ValueError, match="barrier"):
+        render(_fn(For("b", const(1), seq(tx, narrow), "blockIdx.x")), "cuda")
+    with pytest.raises(ValueError, match="binding"):
+        render(_fn(ok), "c")

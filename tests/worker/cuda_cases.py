@@ -1,0 +1,114 @@
+"""Hand-written CUDA candidates for the runner tests, emulated (`test_emulate.py`) and on a GPU
+(`test_measure_cuda_gpu.py`): one program, `out[i] = 2 * a[i] + b[i]` over a symbolic length
+N, and kernels that get it right or fail in each way a candidate can.
+
+Each kernel follows the launch ABI of `compiler.kernel`: `(a, b, out, workspaces..., N)`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+
+from compiler.canonical import workload_key
+from compiler.kernel import Kernel, KernelArg
+from compiler.program import load
+from worker.measure.case import Case, CaseCache
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+SIGNATURE = {
+    "version": 1,
+    "name": "axpy",
+    "symbols": {"N": {"min": 1, "max": 1 << 20}},
+    "inputs": [
+        {"name": "a", "shape": ["N"], "dtype": "float32"},
+        {"name": "b", "shape": ["N"], "dtype": "float32"},
+    ],
+    "computes": [
+        {
+            "name": "out",
+            "axes": ["i"],
+            "shape": ["N"],
+            "dtype": "float32",
+            "expr": "2.0 * a[i] + b[i]",
+        }
+    ],
+    "outputs": ["out"],
+}
+PROGRAM = load(SIGNATURE)
+N = 1000
+ARGS = (
+    KernelArg("a", ("N",), "float32", "input"),
+    KernelArg("b", ("N",), "float32", "input"),
+    KernelArg("out", ("N",), "float32", "output"),
+)
+HEAD = 'extern "C" __global__ void axpy_0(const float* a, const float* b, float* out, int64_t n'
+GRID = ["(N + 127) / 128", "1", "1"]
+
+
+def kernel(
+    body: str,
+    *,
+    prelude: str = "",
+    grid: list[str] | None = None,
+    block: int = 128,
+    shared_bytes: int = 0,
+    extra: list[dict[str, Any]] | None = None,
+    workspace: list[dict[str, str]] | None = None,
+    params: str = "",
+) -> Kernel:
+    """A one-kernel candidate (`axpy_0` with `body`), or more with `extra` launches whose
+    functions `prelude` defines; `params` declares workspace pointers before `n`."""
+    head = HEAD.replace(", int64_t n", f"{params}, int64_t n")
+    source = f"#include <stdint.h>\n{prelude}\n{head}) {{\n{body}\n}}\n"
+    first = {
+        "entry": "axpy_0",
+        "grid": grid or GRID,
+        "block": [block, 1, 1],
+        "shared_bytes": shared_bytes,
+    }
+    launch = {"kernels": [first, *(extra or [])], "workspace": workspace or []}
+    return Kernel("cuda", source, "axpy", ARGS, ("N",), launch)
+
+
+def case(cache: CaseCache, n: int = N) -> Case:
+    return cache.get(PROGRAM, workload_key(PROGRAM), {"N": n}, seed=0)
+
+
+INDEX = "const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;"
+CORRECT = kernel(f"{INDEX}\nif (i < n) out[i] = 2.0f * a[i] + b[i];")
+# Through dynamic shared memory past the 48 KiB default (the GPU needs the opt-in).
+BIG_SHARED = kernel(
+    f"""extern __shared__ float4 tunehub_shared[];
+float* stage = (float*)tunehub_shared;
+{INDEX}
+stage[threadIdx.x * 100] = i < n ? a[i] : 0.0f;
+__syncthreads();
+if (i < n) out[i] = 2.0f * stage[threadIdx.x * 100] + b[i];""",
+    shared_bytes=128 * 100 * 4,
+)
+# Two kernels and a workspace: the first scales `a` into it, the second adds `b`.
+TWO_KERNELS = kernel(
+    f"{INDEX}\nif (i < n) ws[i] = 2.0f * a[i];",
+    params=", float* ws",
+    prelude=(
+        'extern "C" __global__ void axpy_1(const float* a, const float* b, float* out, '
+        "float* ws, int64_t n) {\n"
+        "  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) out[i] = ws[i] + b[i];\n}\n"
+    ),
+    extra=[{"entry": "axpy_1", "grid": GRID, "block": [128, 1, 1], "shared_bytes": 0}],
+    workspace=[{"name": "ws", "bytes": "N * 4"}],
+)
+WRONG = kernel(f"{INDEX}\nif (i < n) out[i] = 2.0f * a[i] - b[i];")
+MISSES_LAST = kernel(f"{INDEX}\nif (i < n - 1) out[i] = 2.0f * a[i] + b[i];")
+PAST_THE_END = kernel(f"{INDEX}\nif (i <= n) out[i] = 2.0f * a[i] + b[i];")
+INTO_INPUT = kernel(
+    f"{INDEX}\nif (i < n) {{ out[i] = 2.0f * a[i] + b[i]; ((float*)a)[i] = 0.0f; }}"
+)
+FAULTS = kernel(f"{INDEX}\nif (i < n) out[i + ((int64_t)1 << 40)] = 1.0f;")
+HANGS = kernel(f"{INDEX}\nvolatile int spin = 1;\nwhile (spin) {{}}\nif (i < n) out[i] = 0.0f;")
+TOO_MANY_THREADS = kernel(f"{INDEX}\nif (i < n) out[i] = 2.0f * a[i] + b[i];", block=2048)
