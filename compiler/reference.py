@@ -4,6 +4,15 @@ Each compute is evaluated by broadcasting its body over the compute's index grid
 then its reduce axes), one block of the grid at a time so that no temporary exceeds
 `max_elements` elements: a 1024^3 matmul runs in seconds without materializing 1G products.
 
+Float sums of products (matmul, batched and transposed matmul, conv2d, dequantizing matmul)
+take a fast path instead: the factors are split into two sides, each side is evaluated on its
+own, smaller grid, and the sides are contracted with `np.matmul` (BLAS) in the compute's
+float32/float64 accumulation dtype. The products and the accumulation dtype are the same as
+the elementwise path's, only the summation order differs; on one core the 1024^3 matmul gets
+about 100x faster (3 s to 20 ms) and the int4 example at M=64 50x (16 s to 0.3 s). Integer
+sums stay on the elementwise path, whose wrapping semantics are exact, and so do
+float16/bfloat16 computes, whose every term is rounded before it is summed.
+
 Semantics follow C and `compiler.dtypes`, not numpy's defaults:
 - every node's value is held in `dtypes.compute_dtype(node.dtype)`: float16/bfloat16
   arithmetic happens in float32, and values are rounded to 16 bits only by casts and stores;
@@ -25,6 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,10 +51,13 @@ from compiler.ir import (
     Program,
     Unary,
     Var,
+    walk,
 )
 
 # 8M elements: at most 64 MB for an int64 or float64 temporary.
 MAX_ELEMENTS = 1 << 23
+# A sum of more factors than this is not worth trying every split of (2^(n-1) of them).
+_MAX_FACTORS = 8
 
 _REDUCERS: dict[str, np.ufunc] = {
     "sum": np.add,
@@ -60,15 +73,26 @@ def evaluate(
     symbols: Mapping[str, int],
     *,
     max_elements: int = MAX_ELEMENTS,
+    fast_contractions: bool = True,
 ) -> dict[str, np.ndarray]:
-    """The program's outputs, each in its declared dtype, for these inputs and symbol values."""
+    """The program's outputs, each in its declared dtype, for these inputs and symbol values.
+
+    `fast_contractions=False` evaluates float sums of products elementwise too: the plain
+    definition, which the fast path is tested against.
+    """
     syms = _check_symbols(program, symbols)
     env: dict[str, np.ndarray] = {}
     for tensor in program.inputs:
         env[tensor.name] = _check_input(program, tensor.name, inputs, syms)
     with np.errstate(all="ignore"):
         for compute in program.computes:
-            env[compute.name] = _evaluate_compute(program, compute, env, syms, max_elements)
+            extents = _extents(program, compute, syms)
+            plan = _plan_contraction(compute, extents) if fast_contractions else None
+            if plan is None:
+                value = _evaluate_compute(program, compute, env, syms, max_elements)
+            else:
+                value = _contract(plan, compute, env, syms, extents, max_elements)
+            env[compute.name] = value
     return {name: env[name] for name in program.outputs}
 
 
@@ -97,6 +121,14 @@ def _check_input(
             f"input {name!r} must be {dtype}{list(shape)}, got {array.dtype}{list(array.shape)}"
         )
     return array
+
+
+def _extents(program: Program, compute: Compute, symbols: dict[str, int]) -> dict[str, int]:
+    """The extent of each axis and reduce axis of `compute`."""
+    shape = program.shape_of(compute.name, symbols)
+    reduce_shape = (program.extent(r.extent, symbols) for r in compute.reduce_axes)
+    names = compute.axes + tuple(r.name for r in compute.reduce_axes)
+    return dict(zip(names, (*shape, *reduce_shape), strict=True))
 
 
 def _evaluate_compute(
@@ -357,3 +389,154 @@ def _int_call(fn: str, args: list[np.ndarray]) -> np.ndarray:
     if fn in ("floor", "ceil"):
         return args[0]
     raise SignatureError(f"{fn}() is not defined on integers")
+
+
+# ----------------------------------------------------------------------------- contractions
+
+
+@dataclass(frozen=True)
+class _Contraction:
+    """A float sum of products regrouped as one batched matrix product,
+
+        out[batch, rows, cols] = sum over k of lhs[batch, rows, k] * rhs[batch, k, cols]
+
+    with k ranging over the `reduce` axes. `lhs` and `rhs` are products of factors, each
+    converted to the accumulation dtype; `batch` are the spatial axes both sides read, `cols`
+    those only `rhs` reads and `rows` the rest (a spatial axis neither side reads is a row,
+    along which `lhs` is broadcast).
+    """
+
+    lhs: tuple[Expr, ...]
+    rhs: tuple[Expr, ...]
+    batch: tuple[str, ...]
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+    reduce: tuple[str, ...]
+
+
+def _plan_contraction(compute: Compute, extents: dict[str, int]) -> _Contraction | None:
+    """The cheapest split of a float32/float64 sum of products into two sides, or None when
+    `compute` is no such sum (then the elementwise path evaluates it)."""
+    if compute.reduce_op != "sum" or compute.dtype not in ("float32", "float64"):
+        return None
+    parts = _factors(compute.body, compute.dtype)
+    if not 2 <= len(parts) <= _MAX_FACTORS:
+        return None
+    reduce = tuple(r.name for r in compute.reduce_axes)
+    used = [{e.name for e in walk(p) if isinstance(e, Var)} for p in parts]
+    best: tuple[int, _Contraction] | None = None
+    for size in range(1, len(parts)):
+        for left in itertools.combinations(range(1, len(parts)), size - 1):
+            lhs = (0, *left)  # the side holding the first factor is `lhs`: each split once
+            rhs = [n for n in range(len(parts)) if n not in lhs]
+            lhs_axes = set().union(*(used[n] for n in lhs))
+            rhs_axes = set().union(*(used[n] for n in rhs))
+            plan = _Contraction(
+                lhs=tuple(parts[n] for n in lhs),
+                rhs=tuple(parts[n] for n in rhs),
+                batch=tuple(a for a in compute.axes if a in lhs_axes and a in rhs_axes),
+                rows=tuple(a for a in compute.axes if a not in rhs_axes),
+                cols=tuple(a for a in compute.axes if a in rhs_axes and a not in lhs_axes),
+                reduce=reduce,
+            )
+            cost = _size(plan.batch + plan.rows + reduce, extents) + _size(
+                plan.batch + reduce + plan.cols, extents
+            )
+            if best is None or cost < best[0]:
+                best = (cost, plan)
+    return None if best is None else best[1]
+
+
+def _factors(expr: Expr, dtype: str) -> list[Expr]:
+    """Factors whose product, each converted to `dtype`, is `expr` converted to `dtype`.
+
+    Only products carried out in `dtype` and casts to `dtype` itself are looked through:
+    either leaves every value as it was, while a cast to float16 or to an integer rounds,
+    and a product in another type rounds or wraps differently.
+    """
+    if isinstance(expr, Binary) and expr.op == "*" and dtypes.compute_dtype(expr.dtype) == dtype:
+        return _factors(expr.a, dtype) + _factors(expr.b, dtype)
+    if isinstance(expr, Cast) and expr.dtype == dtype:
+        return _factors(expr.x, dtype)
+    return [expr]
+
+
+def _size(axes: tuple[str, ...], extents: Mapping[str, int]) -> int:
+    return math.prod(extents[a] for a in axes)
+
+
+def _contract(
+    plan: _Contraction,
+    compute: Compute,
+    env: dict[str, np.ndarray],
+    symbols: dict[str, int],
+    extents: dict[str, int],
+    max_elements: int,
+) -> np.ndarray:
+    """Evaluate a planned contraction block by block: each block evaluates both sides on
+    their own axes and adds their matrix product into the output, in the output's dtype."""
+    dtype = dtypes.to_numpy(compute.dtype)
+    acc = np.zeros(tuple(extents[a] for a in compute.axes), dtype)
+    lhs_axes = plan.batch + plan.rows + plan.reduce
+    rhs_axes = plan.batch + plan.reduce + plan.cols
+    out_axes = plan.batch + plan.rows + plan.cols
+    block = _contraction_block(plan, extents, max_elements)
+    ranges = {
+        axis: [(lo, min(lo + block[axis], extent)) for lo in range(0, extent, block[axis])]
+        for axis, extent in extents.items()
+    }
+    order = plan.reduce + plan.batch + plan.rows + plan.cols
+    # The output in the compute's axis order, from the product's (batch, rows, cols).
+    transpose = tuple(out_axes.index(a) for a in compute.axes)
+    for los_his in itertools.product(*(ranges[a] for a in order)):
+        bounds = dict(zip(order, los_his, strict=True))
+        lhs = _side(plan.lhs, lhs_axes, bounds, env, symbols, compute.dtype)
+        rhs = _side(plan.rhs, rhs_axes, bounds, env, symbols, compute.dtype)
+        b, r, c, k = (
+            _size(axes, {a: hi - lo for a, (lo, hi) in bounds.items()})
+            for axes in (plan.batch, plan.rows, plan.cols, plan.reduce)
+        )
+        product = np.matmul(lhs.reshape(b, r, k), rhs.reshape(b, k, c))
+        product = product.reshape(tuple(bounds[a][1] - bounds[a][0] for a in out_axes))
+        out = tuple(slice(*bounds[a]) for a in compute.axes)
+        acc[out] += product.transpose(transpose)
+    return acc
+
+
+def _contraction_block(
+    plan: _Contraction, extents: dict[str, int], max_elements: int
+) -> dict[str, int]:
+    """The block size of each axis, so that neither side nor the product of a block exceeds
+    `max_elements`. Reduce axes are split first, then batch axes (neither repeats work),
+    then rows and cols (a split there evaluates the other side once per block)."""
+    block = dict(extents)
+    arrays = (
+        plan.batch + plan.rows + plan.reduce,
+        plan.batch + plan.reduce + plan.cols,
+        plan.batch + plan.rows + plan.cols,
+    )
+    for axis in plan.reduce + plan.batch + plan.rows + plan.cols:
+        over = [a for a in arrays if axis in a and _size(a, block) > max_elements]
+        if over:
+            rest = max(_size(a, block) // block[axis] for a in over)
+            block[axis] = max(1, max_elements // max(rest, 1))
+    return block
+
+
+def _side(
+    factors: tuple[Expr, ...],
+    axes: tuple[str, ...],
+    bounds: dict[str, tuple[int, int]],
+    env: dict[str, np.ndarray],
+    symbols: dict[str, int],
+    dtype: str,
+) -> np.ndarray:
+    """The product of `factors` (each converted to `dtype`) over the block of `axes`."""
+    grid = {name: _axis_values(*bounds[name], pos, len(axes)) for pos, name in enumerate(axes)}
+    grid.update({name: np.array(value, np.int64) for name, value in symbols.items()})
+    evaluator = _Evaluator(env, grid)
+    value = _convert(evaluator.eval(factors[0], guarded=False), dtype)
+    for factor in factors[1:]:
+        value = value * _convert(evaluator.eval(factor, guarded=False), dtype)
+    shape = tuple(bounds[a][1] - bounds[a][0] for a in axes)
+    return np.broadcast_to(value, shape)
