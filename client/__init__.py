@@ -1,5 +1,24 @@
-"""The tunehub client side: `load_kernel` for exported kernels, and the `tunehub` CLI."""
+"""The tunehub client side: the SDK of a tunehub server (`Client`), `load_kernel` for exported
+kernels, and the `tunehub` CLI (`client.cli`)."""
 
 from client.kernel import CompiledKernel, load_kernel, save_kernel
+from client.sdk import (
+    ApiError,
+    Client,
+    ClientError,
+    NotFoundError,
+    ServerUnreachable,
+    TuningTimeout,
+)
 
-__all__ = ["CompiledKernel", "load_kernel", "save_kernel"]
+__all__ = [
+    "ApiError",
+    "Client",
+    "ClientError",
+    "CompiledKernel",
+    "NotFoundError",
+    "ServerUnreachable",
+    "TuningTimeout",
+    "load_kernel",
+    "save_kernel",
+]

@@ -15,14 +15,24 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from client.commands import cuda, remote, services
+from client.commands.common import (
+    InternalError,
+    UserError,
+    one_line,
+    parse_symbols,
+    read_signature,
+    seconds,
+)
 from compiler.search import STRATEGIES
+from schemas.api import DEFAULT_STRATEGY
 from schemas.signature import TaskSignature
 from schemas.target import Target
 
@@ -31,25 +41,6 @@ if TYPE_CHECKING:
 
     from compiler.ir import Program
     from server.tuner import Progress, TuningSummary
-
-
-class CliError(click.ClickException):
-    """An error shown as one line, `error: ...`, never with a traceback."""
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {_one_line(self.message)}", err=True)
-
-
-class UserError(CliError):
-    """A mistake in the command's input (a file, a signature, an option): exit 2."""
-
-    exit_code = 2
-
-
-class InternalError(CliError):
-    """Something in tunehub failed: exit 1."""
-
-    exit_code = 1
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         if os.environ.get("TUNEHUB_DEBUG"):
             raise
-        click.echo(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
+        click.echo(f"error: internal error: {type(exc).__name__}: {one_line(str(exc))}", err=True)
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 
@@ -117,7 +108,7 @@ def validate(signature_file: Path) -> None:
     "--threads", type=click.IntRange(min=1), help="Threads kernels run with (default: every core)."
 )
 @click.option(
-    "--strategy", type=click.Choice(sorted(STRATEGIES)), default="evolutionary", show_default=True
+    "--strategy", type=click.Choice(sorted(STRATEGIES)), default=DEFAULT_STRATEGY, show_default=True
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search.")
 def tune(
@@ -239,8 +230,13 @@ def kernel(
         save_kernel(out_dir, artifact.data, artifact.source, metadata)
     click.echo(
         f"wrote {out_dir}/ (kernel.so, kernel.c, metadata.json): {workload.name} on "
-        f"{best.target}, {_seconds(best.latency_s)}"
+        f"{best.target}, {seconds(best.latency_s)}"
     )
+
+
+# Commands defined beside this module: against a server, and the service's own processes.
+for command in (*remote.COMMANDS, *services.COMMANDS, *cuda.COMMANDS):
+    cli.add_command(command)
 
 
 # Helpers: input parsing and output formatting.
@@ -251,14 +247,7 @@ def _load_signature(path: Path) -> tuple[TaskSignature, Program]:
     from compiler.errors import SignatureError
     from compiler.program import load
 
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: invalid JSON: {exc}") from exc
+    document = read_signature(path)
     try:
         program = load(document)
         return TaskSignature.model_validate(document), program
@@ -277,14 +266,8 @@ def _symbols(program: Program, args: tuple[str, ...]) -> dict[str, int]:
     """`("M=64",)` -> every symbol's value to tune for (the tuner's defaults for the rest)."""
     from server.tuner import resolve_symbols
 
-    given = {}
-    for arg in args:
-        name, sep, value = arg.partition("=")
-        if not sep or not name or not value.strip().lstrip("-").isdigit():
-            raise UserError(f"--symbol expects NAME=INTEGER, not {arg!r}")
-        given[name.strip()] = int(value)
     try:
-        return resolve_symbols(program, given)
+        return resolve_symbols(program, parse_symbols(args))
     except ValueError as exc:
         raise UserError(str(exc)) from exc
 
@@ -331,7 +314,7 @@ def _progress_bar(trials: int, *, enabled: bool) -> Iterator[Callable[[Progress]
         task = bar.add_task("tuning", total=trials, best="-", failed=0)
 
         def update(progress: Progress) -> None:
-            best = _seconds(progress.best_latency_s)
+            best = seconds(progress.best_latency_s)
             bar.update(task, completed=progress.trials_done, best=best, failed=progress.failures)
 
         yield update
@@ -368,16 +351,18 @@ def _summary_table(name: str, summary: TuningSummary) -> Table:
     table.add_column(style="bold")
     table.add_column()
     best = summary.best
-    speedup, gflops = _speedup(summary), _gflops(summary)
+    speedup = _speedup(summary)
     failures = ", ".join(f"{kind} {n}" for kind, n in summary.failures.items()) or "none"
+    naive = _latency(summary.baseline_latency_s, summary.flops)
+    if summary.baseline_latency_s is None and summary.trials:
+        naive = "no correct run (timed out or failed)"  # it is always measured first
     rows = [
         ("workload", summary.workload_key),
         ("symbols", ", ".join(f"{k}={v}" for k, v in summary.symbols.items()) or "-"),
         ("trials", f"{summary.trials} of {summary.trials_requested} ({summary.strategy})"),
-        ("naive", _seconds(summary.baseline_latency_s)),
-        ("best", _seconds(best.latency_s if best else None)),
-        ("speedup", f"{speedup:.1f}x" if speedup else "-"),
-        ("GFLOP/s", f"{gflops:.2f}" if gflops else "-"),
+        ("naive", naive),
+        ("best", _latency(best.latency_s if best else None, summary.flops)),
+        ("speedup", f"{speedup:.1f}x over naive" if speedup else "-"),
         ("failures", failures),
         ("config", json.dumps(best.config) if best else "-"),
         ("artifact", (best.artifact_sha256 if best else None) or "-"),
@@ -394,24 +379,19 @@ def _speedup(summary: TuningSummary) -> float | None:
     return summary.baseline_latency_s / summary.best.latency_s
 
 
+def _latency(latency_s: float | None, flops: int | None) -> str:
+    """A latency and, for programs with contractions, the GFLOP/s it amounts to: naive and
+    best side by side in the same units."""
+    if latency_s is None or flops is None:
+        return seconds(latency_s)
+    return f"{seconds(latency_s)}  ({flops / latency_s / 1e9:.3g} GFLOP/s)"
+
+
 def _gflops(summary: TuningSummary) -> float | None:
     if summary.best is None or summary.flops is None:
         return None
     return summary.flops / summary.best.latency_s / 1e9
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
-
-
 def _shape(shape: tuple[int | str, ...]) -> str:
     return "[" + ", ".join(str(e) for e in shape) + "]"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -26,6 +26,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from schemas.api import (
+    DEFAULT_STRATEGY,
     BestRequest,
     Page,
     RecordView,
@@ -127,7 +128,7 @@ class Client:
         target: TargetLike = "cpu",
         trials: int = 64,
         symbols: Mapping[str, int] | None = None,
-        strategy: str = "evolutionary",
+        strategy: str = DEFAULT_STRATEGY,
     ) -> Submission:
         """Ask for a tuning. The answer says whether it was `created`, `joined` an identical
         tuning already under way, or `cached` (the database held enough measurements: it is

@@ -11,7 +11,15 @@ one model. Two groups:
   loop depth and innermost loop (kind, factor, extent), the parallel extent above it, the
   bytes its loops touch at each of the four innermost levels (a working-set estimate: per read,
   the product of the inner extents its indices depend on) and the FLOPs per byte at those
-  levels, explicit vector lanes, register-tile and workspace bytes, and row-group fusion.
+  levels, explicit vector lanes, register-tile and workspace bytes, and row-group fusion;
+  and the **microkernel**, the loop whose own body (nested loops aside) does the most vector
+  arithmetic (a GEMM's k loop around its register tile): its vector FMAs, vector loads,
+  broadcasts and prefetches, FMAs per value loaded, and unroll factor. On measured CPU spaces
+  the register tile's shape is what separates the fastest configs, and the hot-statement
+  features do not see it (version 2).
+
+Extents are evaluated with symbols bound, loop variables at 0 and integer locals at their
+initial values (a GEMM's clipped block sizes `min(mc, M - i * mc)` count as full blocks).
 
 Values are log2(1 + x) for quantities that span orders of magnitude. Symbol values default
 to each symbol's maximum; pass the values being tuned for. Deterministic and cheap: it lowers
@@ -29,9 +37,11 @@ from compiler.analysis import KINDS, Stage
 from compiler.ir import (
     Binary,
     Call,
+    Cast,
     Compute,
     Const,
     Expr,
+    Load,
     Program,
     Tensor,
     Unary,
@@ -45,6 +55,7 @@ from compiler.loop import (
     For,
     Function,
     If,
+    Prefetch,
     Seq,
     Stmt,
     Store,
@@ -60,11 +71,12 @@ from compiler.space.program import group_knob
 from compiler.space.space import Config
 from schemas.target import Target
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 LEVELS = 4
 MAX_AXES = 4
 MAX_REDUCE_AXES = 3
 _LOOP_KINDS = ("serial", "parallel", "unroll", "vectorize")
+_KERNEL = ("vector_fmas", "vector_loads", "broadcasts", "prefetches", "fmas_per_load", "unroll")
 
 
 def feature_names() -> list[str]:
@@ -80,6 +92,7 @@ def feature_names() -> list[str]:
     names += ["log_local_bytes", "log_workspace_bytes", "fused_groups"]
     names += [f"log_touched_{n}" for n in range(1, LEVELS + 1)]
     names += [f"flops_per_byte_{n}" for n in range(1, LEVELS + 1)]
+    names += [f"kernel_{name}" for name in _KERNEL]
     return names
 
 
@@ -181,6 +194,10 @@ def _sites(stmt: Stmt, loops: tuple[For, ...] = ()) -> list[_Site]:
 def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
     sites = _sites(fn.body)
     every = list(stmts(fn.body))
+    symbols = dict(symbols)
+    for decl in every:  # statement order: a local's initializer sees the locals before it
+        if isinstance(decl, Decl) and decl.init is not None and dtypes.is_int(decl.dtype):
+            symbols[decl.name] = _evaluate(decl.init, symbols)
     all_loops = [s for s in every if isinstance(s, For)]
 
     def extent(loop: For) -> int:
@@ -218,7 +235,45 @@ def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
     )
     features["log_workspace_bytes"] = _log(workspace)
     features.update(_levels(fn, hot, extent))
+    features.update(_kernel(every))
     return features
+
+
+def _own_body(stmt: Stmt) -> list[Stmt]:
+    """The statements a loop body runs itself, through `Seq` and `If` but not nested loops."""
+    if isinstance(stmt, Seq):
+        return [s for child in stmt.body for s in _own_body(child)]
+    if isinstance(stmt, If):
+        return _own_body(stmt.then) + (_own_body(stmt.orelse) if stmt.orelse else [])
+    return [] if isinstance(stmt, For) else [stmt]
+
+
+def _kernel(every: list[Stmt]) -> dict[str, float]:
+    """The microkernel's features (see the module doc); zeros where nothing is vectorized."""
+    best: tuple[int, dict[str, float]] = (0, {f"kernel_{name}": 0.0 for name in _KERNEL})
+    for loop in every:
+        if not isinstance(loop, For):
+            continue
+        body = _own_body(loop.body)
+        nodes = [e for s in body for root in exprs(s) for e in walk(root)]
+        fmas = sum(isinstance(e, Call) and e.fn == "fma" and lanes(e.dtype) > 1 for e in nodes)
+        work = fmas + sum(isinstance(e, Binary) and lanes(e.dtype) > 1 for e in nodes)
+        if work <= best[0]:
+            continue
+        loaded = sum(isinstance(e, Load) and lanes(e.dtype) > 1 for e in nodes)
+        broadcasts = sum(
+            isinstance(e, Cast) and lanes(e.dtype) > 1 and lanes(e.x.dtype) == 1 for e in nodes
+        )
+        values = (
+            fmas,
+            loaded,
+            broadcasts,
+            sum(isinstance(s, Prefetch) for s in body),
+            fmas / max(1, loaded + broadcasts),
+            loop.factor if loop.kind == "unroll" else 1,
+        )
+        best = (work, {f"kernel_{n}": float(v) for n, v in zip(_KERNEL, values, strict=True)})
+    return best[1]
 
 
 def _levels(fn: Function, hot: _Site, extent: Callable[[For], int]) -> dict[str, float]:

@@ -29,6 +29,10 @@ MAX_ID = 2**31 - 1
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
 
+# The search strategy a tuning uses unless the request names one (see compiler.search).
+DEFAULT_STRATEGY = "model"
+
+
 class Scope(StrEnum):
     """What an API token may do; each scope includes the ones before it.
 
@@ -76,7 +80,7 @@ class TuningRequest(_Request):
     target: TargetField
     trials: StrictInt = Field(ge=1)
     symbols: Symbols = Field(default_factory=dict)
-    strategy: str = Field(default="evolutionary", max_length=64)
+    strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
 
 
 class BestRequest(_Request):

@@ -23,6 +23,7 @@ from client.commands.common import (
     server_options,
     symbol_option,
 )
+from schemas.api import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from client.sdk import Client
@@ -36,7 +37,7 @@ _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX]; without ISA/arch: whatever the worker
 @click.option("--target", default="cpu", show_default=True, help=_TARGET_HELP)
 @click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True)
 @symbol_option("Symbol value to tune for (default: each symbol at 64, clamped).")
-@click.option("--strategy", default="evolutionary", show_default=True)
+@click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True)
 @click.option("--wait", "watch", is_flag=True, help="Follow the tuning until it ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @server_options

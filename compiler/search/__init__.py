@@ -5,27 +5,56 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from compiler.search.evolutionary import EvolutionarySearch
+from compiler.search.model_guided import Guide, ModelGuidedSearch, TrainingSet
 from compiler.search.random_search import RandomSearch
 from compiler.search.strategy import Result, SearchStrategy
 from compiler.space.space import Space
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {
+    "model": ModelGuidedSearch,
     "random": RandomSearch,
     "evolutionary": EvolutionarySearch,
 }
 
 
+def guided(name: str) -> bool:
+    """Whether strategy `name` takes a `Guide` (a cost model and what it trains on)."""
+    return issubclass(STRATEGIES.get(name, SearchStrategy), ModelGuidedSearch)
+
+
 def create(
-    name: str, space: Space, *, seed: int = 0, known: Iterable[Result] = ()
+    name: str,
+    space: Space,
+    *,
+    seed: int = 0,
+    known: Iterable[Result] = (),
+    guide: Guide | None = None,
 ) -> SearchStrategy:
-    """The strategy called `name` over `space`, seeded with the results already `known`."""
+    """The strategy called `name` over `space`, seeded with the results already `known`.
+
+    A model-guided strategy uses `guide` (default: knob-position features, a fresh XGBoost
+    model, no other workloads' records); the others ignore it.
+    """
     try:
         cls = STRATEGIES[name]
     except KeyError:
         raise ValueError(
             f"unknown search strategy {name!r} (one of {', '.join(STRATEGIES)})"
         ) from None
+    if issubclass(cls, ModelGuidedSearch):
+        return cls(space, seed=seed, known=known, guide=guide)
     return cls(space, seed=seed, known=known)
 
 
-__all__ = ["STRATEGIES", "EvolutionarySearch", "RandomSearch", "Result", "SearchStrategy", "create"]
+__all__ = [
+    "STRATEGIES",
+    "EvolutionarySearch",
+    "Guide",
+    "ModelGuidedSearch",
+    "RandomSearch",
+    "Result",
+    "SearchStrategy",
+    "TrainingSet",
+    "create",
+    "guided",
+]

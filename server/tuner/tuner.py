@@ -6,6 +6,11 @@
           -> strategy.notify -> tuning progress -> progress callback
     until the trial budget is spent, the space is exhausted or the tuning is cancelled
 
+The model-guided strategy (the default) gets a cost model that it retrains after every batch,
+on this workload's records and on the newest records of other workloads of the same target
+(transfer: a new workload's first batch is already chosen by a model); the tuning's last model
+is saved in the database with its feature version and training-set size.
+
 Every measurement ever made for a workload, target and symbol values is reused: a config in
 the database is never measured again, so running a tuning again (or a new tuning of the same
 workload) resumes instead of starting over, and the best kernel is the best of all of them.
@@ -22,9 +27,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler import search
+from compiler import features, search
 from compiler.analysis import CONTRACTION, analyze
 from compiler.canonical import workload_key
+from compiler.cost_model import XGBModel
 from compiler.ir import Program
 from compiler.program import load
 from compiler.space import space_for
@@ -44,6 +50,10 @@ DEFAULT_SYMBOL_VALUE = 64
 
 # Feature version of records without a feature vector (the candidate failed before lowering).
 NO_FEATURES = 0
+
+# Records of other workloads a cost model trains on besides the tuned one's: the newest ones.
+# Enough to transfer (a few workloads' worth), few enough to retrain in well under a second.
+TRANSFER_RECORDS = 2000
 
 ARTIFACT_KINDS = {"cpu": "so", "cuda": "cubin"}
 
@@ -162,7 +172,10 @@ class Tuner:
 
     `batch_size` defaults to 2 candidates per parallel build slot (at least 8), so builds keep
     every core busy while a batch is small enough to re-plan from fresh results often.
-    `threads` is the OpenMP thread count kernels are measured with.
+    `threads` is the OpenMP thread count kernels are measured with. `repeats` and
+    `min_repeat_s` set the measurement effort per candidate (timed batches, and the least
+    duration of each; the defaults are the workers'): fewer, shorter batches trade latency
+    precision for time, which suits tests and quick looks.
     """
 
     def __init__(
@@ -173,12 +186,16 @@ class Tuner:
         threads: int = 1,
         seed: int = 0,
         batch_size: int | None = None,
+        repeats: int = CandidateRequest.repeats,
+        min_repeat_s: float = CandidateRequest.min_repeat_s,
     ) -> None:
         self.sessions = sessions
         self.executor = executor
         self.threads = threads
         self.seed = seed
         self.batch_size = batch_size or max(8, 2 * executor.parallelism)
+        self.repeats = repeats
+        self.min_repeat_s = min_repeat_s
 
     def run(self, tuning_id: int, progress: ProgressCallback | None = None) -> TuningSummary:
         """Run (or resume) tuning `tuning_id` to its budget and mark it done; on an internal
@@ -234,7 +251,16 @@ class Tuner:
                 s, workload_key=job.workload_key, target=target, symbols=symbols, limit=None
             )
             known = [(r.config, _learned(r.status, r.latency_s)) for r in records]
-        strategy = search.create(job.strategy, space, seed=self.seed, known=known)
+        guide = None
+        if search.guided(job.strategy):
+            with session_scope(self.sessions) as s:
+                prior = transfer_set(s, job.workload_key, target, symbols)
+            guide = search.Guide(
+                lambda c: list(features.extract(program, target, c, symbols).values()),
+                XGBModel(seed=self.seed),
+                prior,
+            )
+        strategy = search.create(job.strategy, space, seed=self.seed, known=known, guide=guide)
         # The baseline goes first, once per workload, target and symbols.
         pending = [naive] if strategy.take(naive := space.naive()) else []
         done, failures = job.trials_done, 0
@@ -262,6 +288,14 @@ class Tuner:
                 latency = best.latency_s if best else None
                 progress(Progress(job.tuning_id, done, job.trials, latency, failures))
         with session_scope(self.sessions) as s:
+            if guide is not None and guide.model.trained:
+                store.add_cost_model(
+                    s,
+                    target=target,
+                    feature_version=features.FEATURE_VERSION,
+                    n_train=guide.model.n_train,
+                    blob=guide.model.save(),
+                )
             tuning = store.get_tuning(s, job.tuning_id)
             if tuning is not None and tuning.status != TuningStatus.CANCELLED:
                 store.update_tuning(s, job.tuning_id, status=TuningStatus.DONE)
@@ -281,6 +315,8 @@ class Tuner:
             config=dict(config),
             symbols=symbols,
             threads=self.threads,
+            repeats=self.repeats,
+            min_repeat_s=self.min_repeat_s,
         )
 
 
@@ -288,6 +324,30 @@ def _learned(status: RecordStatus, latency_s: float | None) -> float | None:
     """What a strategy learns from a result: its latency, or None for any kind of failure (a
     wrong answer's latency means nothing)."""
     return latency_s if status == RecordStatus.OK else None
+
+
+def transfer_set(
+    s: Session, workload_key: str, target: Target, symbols: dict[str, int]
+) -> search.TrainingSet:
+    """The newest TRANSFER_RECORDS records of this target with features of this version,
+    less the tuned workload's own (the strategy learns those from `known`), grouped by
+    workload and symbol values: a model only compares records within a group."""
+    version = features.FEATURE_VERSION
+    total = store.count_records(s, target=target, feature_version=version)
+    records = store.list_records(
+        s,
+        target=target,
+        feature_version=version,
+        limit=TRANSFER_RECORDS,
+        offset=max(0, total - TRANSFER_RECORDS),
+    )
+    own = (workload_key, store.canonical_json(symbols))
+    others = [r for r in records if (r.workload_key, r.symbols_key) != own]
+    return search.TrainingSet(
+        [list(r.features) for r in others],
+        [_learned(r.status, r.latency_s) for r in others],
+        [f"{r.workload_key}/{r.symbols_key}" for r in others],
+    )
 
 
 def _persist(

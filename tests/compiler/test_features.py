@@ -42,6 +42,25 @@ def test_features_see_the_schedule() -> None:
     assert naive["log_local_bytes"] == 0.0 < tuned["log_local_bytes"]
 
 
+def test_features_see_the_register_tile() -> None:
+    """Version 2: the GEMM microkernel's FMAs, loads and broadcasts per k step."""
+    program = load(json.loads((EXAMPLES / "matmul_128.json").read_text()))
+    space = space_for(program, CPU)
+    tile = {
+        **space.default(),
+        "s0.mr": 6,
+        "s0.nv": 4,
+        "s0.unroll": 1,
+        "s0.prefetch": 4,
+        "s0.pack_cols": True,
+    }
+    features = extract(program, CPU, tile)
+    assert features["kernel_vector_fmas"] == 24.0
+    assert features["kernel_vector_loads"] == 4.0 and features["kernel_broadcasts"] == 6.0
+    assert features["kernel_prefetches"] > 0 and features["kernel_fmas_per_load"] == 2.4
+    assert extract(program, CPU, space.naive())["kernel_vector_fmas"] == 0.0
+
+
 def test_flops_of_a_matmul() -> None:
     program = load(json.loads((EXAMPLES / "matmul_128.json").read_text()))
     features = extract(program, CPU, space_for(program, CPU).naive())
@@ -54,7 +73,7 @@ def test_symbol_values_change_workload_features() -> None:
     config = space_for(program, CPU).default()
     small = extract(program, CPU, config, {"M": 1})
     large = extract(program, CPU, config, {"M": 4096})
-    assert small["log_flops"] < large["log_flops"] and FEATURE_VERSION == 1
+    assert small["log_flops"] < large["log_flops"] and FEATURE_VERSION == 2
 
 
 def test_invalid_config_raises() -> None:

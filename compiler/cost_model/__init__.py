@@ -1,0 +1,16 @@
+"""Cost models: predict which configs of a workload run faster (see `cost_model.py`)."""
+
+from compiler.cost_model.cost_model import CostModel, informative, normalized_throughput
+from compiler.cost_model.metric import kendall_tau, top_k_recall
+from compiler.cost_model.random_model import RandomModel
+from compiler.cost_model.xgb_model import XGBModel
+
+__all__ = [
+    "CostModel",
+    "RandomModel",
+    "XGBModel",
+    "informative",
+    "kendall_tau",
+    "normalized_throughput",
+    "top_k_recall",
+]
