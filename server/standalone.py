@@ -387,18 +387,20 @@ class Stack:
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises KeyboardInterrupt as Ctrl-C does, so that `kill` stops
-    a stack as cleanly as the terminal does."""
+def stop_signals_interrupt() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt, so that `kill` stops a
+    stack as cleanly as Ctrl-C does. SIGINT is set explicitly too: a process started in the
+    background by a shell inherits SIGINT ignored, and Python then installs no handler."""
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

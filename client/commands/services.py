@@ -174,10 +174,10 @@ COMMANDS = [standalone, demo, api, tuner, worker, token, migrate]
 @contextmanager
 def _running(config: StackConfig) -> Iterator[Stack]:
     """The started stack; stopped however the block ends (Ctrl-C and SIGTERM included)."""
-    from server.standalone import Stack, StackError, sigterm_as_interrupt
+    from server.standalone import Stack, StackError, stop_signals_interrupt
 
     stack = Stack(config)
-    with sigterm_as_interrupt():
+    with stop_signals_interrupt():
         try:
             stack.start()
         except StackError as exc:
