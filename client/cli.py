@@ -92,9 +92,21 @@ def validate(signature_file: Path) -> None:
 
 
 @cli.command()
-@click.argument("signature_file", type=click.Path(path_type=Path))
+@click.argument("signature_files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--target", "target_text", default="cpu", show_default=True, help="cpu[:ISA]")
-@click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option(
+    "--trials",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Trial budget (with several signatures, shared by all of them).",
+)
+@click.option(
+    "--weights",
+    "weights_text",
+    metavar="W1,W2,...",
+    help="With several signatures: how many times each task runs in the model (default 1 each).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress bar.")
 @click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
 @click.option(
@@ -112,9 +124,10 @@ def validate(signature_file: Path) -> None:
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search.")
 def tune(
-    signature_file: Path,
+    signature_files: tuple[Path, ...],
     target_text: str,
     trials: int,
+    weights_text: str | None,
     as_json: bool,
     db_url: str | None,
     symbol_args: tuple[str, ...],
@@ -122,38 +135,60 @@ def tune(
     strategy: str,
     seed: int,
 ) -> None:
-    """Tune a task signature on this machine and report naive vs best."""
+    """Tune task signatures on this machine and report naive vs best.
+
+    With several signatures the trial budget is shared: each batch goes to the task expected
+    to cut the weighted total latency most, and a task that stops improving stops early.
+    """
     from server.db.session import session_scope
     from server.tuner import LocalExecutor, Tuner, submit
     from worker import device
 
-    signature, program = _load_signature(signature_file)
-    target, symbols = _target(target_text), _symbols(program, symbol_args)
+    loaded = [_load_signature(path) for path in signature_files]
+    weights = _weights(weights_text, len(loaded))
+    target = _target(target_text)
+    if len(loaded) == 1:
+        all_symbols = [_symbols(loaded[0][1], symbol_args)]
+    else:
+        all_symbols = _task_symbols([program for _, program in loaded], symbol_args)
     sessions = _sessions(db_url)
     with LocalExecutor() as executor:
         try:
             target = executor.resolve(target)
             with session_scope(sessions) as s:
-                tuning_id = submit(
-                    s,
-                    signature=signature,
-                    target=target,
-                    symbols=symbols,
-                    trials=trials,
-                    strategy=strategy,
-                )
+                tuning_ids = [
+                    submit(
+                        s,
+                        signature=signature,
+                        target=target,
+                        symbols=symbols,
+                        trials=trials,
+                        strategy=strategy,
+                    )
+                    for (signature, _), symbols in zip(loaded, all_symbols, strict=True)
+                ]
         except ValueError as exc:  # SignatureError included
             raise UserError(str(exc)) from exc
         tuner = Tuner(sessions, executor, threads=threads or device.cpu_cores(), seed=seed)
         with _progress_bar(trials, enabled=not as_json) as on_progress:
             try:
-                summary = tuner.run(tuning_id, on_progress)
+                if len(tuning_ids) == 1:
+                    summaries = [tuner.run(tuning_ids[0], on_progress)]
+                else:
+                    summaries = tuner.run_many(tuning_ids, weights, trials, _summed(on_progress))
             except Exception as exc:
-                raise InternalError(f"tuning {tuning_id} failed: {exc}") from exc
-    if as_json:
-        click.echo(json.dumps(_summary_json(summary)))
+                ids = ", ".join(map(str, tuning_ids))
+                raise InternalError(f"tuning {ids} failed: {exc}") from exc
+    names = [signature.name for signature, _ in loaded]
+    if len(summaries) == 1:
+        if as_json:
+            click.echo(json.dumps(_summary_json(summaries[0])))
+        else:
+            Console().print(_summary_table(names[0], summaries[0]))
+    elif as_json:
+        click.echo(json.dumps(_many_json(summaries, weights)))
     else:
-        Console().print(_summary_table(signature.name, summary))
+        Console().print(_many_table(names, summaries, weights))
 
 
 @cli.command()
@@ -318,6 +353,113 @@ def _progress_bar(trials: int, *, enabled: bool) -> Iterator[Callable[[Progress]
             bar.update(task, completed=progress.trials_done, best=best, failed=progress.failures)
 
         yield update
+
+
+def _weights(text: str | None, n: int) -> list[float]:
+    """`--weights 1,2` -> [1.0, 2.0], one positive number per signature (default all 1)."""
+    if text is None:
+        return [1.0] * n
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError as exc:
+        raise UserError(f"--weights must be numbers separated by commas, not {text!r}") from exc
+    if len(weights) != n:
+        raise UserError(f"--weights has {len(weights)} values for {n} signature(s)")
+    if not all(w > 0 for w in weights):  # NaN included
+        raise UserError(f"--weights must be positive, not {text!r}")
+    return weights
+
+
+def _task_symbols(programs: list[Program], args: tuple[str, ...]) -> list[dict[str, int]]:
+    """Several tasks: each `--symbol` goes to the tasks that declare it; one no task declares is
+    a mistake."""
+    from server.tuner import resolve_symbols
+
+    given = parse_symbols(args)
+    declared = {sym.name for program in programs for sym in program.symbols}
+    unknown = sorted(set(given) - declared)
+    if unknown:
+        raise UserError(f"unknown symbol {', '.join(unknown)} (declared by no signature)")
+    try:
+        return [
+            resolve_symbols(
+                program, {k: v for k, v in given.items() if k in {s.name for s in program.symbols}}
+            )
+            for program in programs
+        ]
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def _summed(on_progress: Callable[[Progress], None] | None) -> Callable[[Progress], None] | None:
+    """Several tunings on one progress bar: trials done in all of them, the latest best."""
+    if on_progress is None:
+        return None
+    from server.tuner import Progress
+
+    done: dict[int, int] = {}
+    failed: dict[int, int] = {}
+
+    def update(progress: Progress) -> None:
+        done[progress.tuning_id] = progress.trials_done
+        failed[progress.tuning_id] = progress.failures
+        total = sum(done.values())
+        on_progress(
+            Progress(
+                progress.tuning_id,
+                total,
+                progress.trials,
+                progress.best_latency_s,
+                sum(failed.values()),
+            )
+        )
+
+    return update
+
+
+def _weighted(values: list[float | None], weights: list[float]) -> float | None:
+    if any(v is None for v in values):
+        return None
+    return sum(w * v for w, v in zip(weights, values, strict=True) if v is not None)
+
+
+def _many_json(summaries: list[TuningSummary], weights: list[float]) -> dict[str, Any]:
+    tasks = [
+        {**_summary_json(summary), "weight": weight}
+        for summary, weight in zip(summaries, weights, strict=True)
+    ]
+    return {
+        "tasks": tasks,
+        "total_trials": sum(summary.trials for summary in summaries),
+        "weighted_latency_s": {
+            "naive": _weighted([s.baseline_latency_s for s in summaries], weights),
+            "best": _weighted([s.best.latency_s if s.best else None for s in summaries], weights),
+        },
+    }
+
+
+def _many_table(names: list[str], summaries: list[TuningSummary], weights: list[float]) -> Table:
+    table = Table(title=f"{len(summaries)} tasks on {summaries[0].target}")
+    for column in ("task", "naive", "best", "speedup", "trials", "weight", "tuning"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for name, summary, weight in zip(names, summaries, weights, strict=True):
+        speedup = _speedup(summary)
+        table.add_row(
+            name,
+            seconds(summary.baseline_latency_s),
+            seconds(summary.best.latency_s if summary.best else None),
+            f"{speedup:.1f}x" if speedup else "-",
+            str(summary.trials),
+            f"{weight:g}",
+            f"{summary.tuning_id} ({summary.status})",
+        )
+    naive = _weighted([s.baseline_latency_s for s in summaries], weights)
+    best = _weighted([s.best.latency_s if s.best else None for s in summaries], weights)
+    overall = f"{naive / best:.1f}x" if naive and best else "-"
+    total = str(sum(s.trials for s in summaries))
+    table.add_section()
+    table.add_row("weighted total", seconds(naive), seconds(best), overall, total, "", "")
+    return table
 
 
 def _summary_json(summary: TuningSummary) -> dict[str, Any]:

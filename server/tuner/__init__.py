@@ -1,6 +1,7 @@
 """The tuner (the search loop of one tuning) and the executors that run its candidates."""
 
 from server.tuner.executor import Executor, LocalExecutor
+from server.tuner.scheduler import TaskScheduler
 from server.tuner.tuner import (
     Best,
     Progress,
@@ -16,6 +17,7 @@ __all__ = [
     "Executor",
     "LocalExecutor",
     "Progress",
+    "TaskScheduler",
     "Tuner",
     "TuningSummary",
     "resolve_symbols",

@@ -14,13 +14,20 @@ is saved in the database with its feature version and training-set size.
 Every measurement ever made for a workload, target and symbol values is reused: a config in
 the database is never measured again, so running a tuning again (or a new tuning of the same
 workload) resumes instead of starting over, and the best kernel is the best of all of them.
+
+Many tasks, one budget (`Tuner.run_many`): each task is still its own tuning, stepped one batch
+at a time by the same loop body (`_Run.step`) in the order a `TaskScheduler` picks. Each task's
+tuning is submitted with the whole budget as its `trials_requested` (the most it could get);
+`trials_done` is what the scheduler gave it, and the tunings' `trials_done` add up to at most
+the budget.
 """
 
 from __future__ import annotations
 
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -40,7 +47,9 @@ from schemas.signature import TaskSignature
 from schemas.target import Target
 from server.db import store
 from server.db.session import session_scope
+from server.db.store import FINISHED_TUNING_STATUSES
 from server.tuner.executor import Executor
+from server.tuner.scheduler import TaskScheduler
 from worker.jobs import CandidateRequest, CandidateResult
 
 # A symbolic workload is tuned for one assignment of its symbols; a symbol nobody named is
@@ -201,23 +210,71 @@ class Tuner:
         """Run (or resume) tuning `tuning_id` to its budget and mark it done; on an internal
         error mark it failed, with the error, and re-raise. A cancelled tuning stops at the
         next batch boundary and stays cancelled; an interrupted one (Ctrl-C) is cancelled."""
-        job = self._start(tuning_id)
-        if job is not None:
-            try:
-                self._tune(job, progress)
-            except KeyboardInterrupt:
-                with session_scope(self.sessions) as s:
-                    store.update_tuning(
-                        s, tuning_id, status=TuningStatus.CANCELLED, error="interrupted"
-                    )
-                raise
-            except Exception as exc:
-                with session_scope(self.sessions) as s:
-                    error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-                    store.update_tuning(s, tuning_id, status=TuningStatus.FAILED, error=error)
-                raise
+        with self._guard([tuning_id]):
+            job = self._start(tuning_id)
+            if job is not None:
+                run = _Run(self, job)
+                while run.done < job.trials and not self._cancelled(job.tuning_id):
+                    if not run.step(min(self.batch_size, job.trials - run.done), progress):
+                        break  # every valid config of the space is measured
+                run.finish()
         with session_scope(self.sessions) as s:
             return summarize(s, tuning_id)
+
+    def run_many(
+        self,
+        tuning_ids: Sequence[int],
+        weights: Sequence[float],
+        total_trials: int,
+        progress: ProgressCallback | None = None,
+        scheduler: TaskScheduler | None = None,
+    ) -> list[TuningSummary]:
+        """Run several tunings on one budget of `total_trials`, a batch at a time, each batch
+        to the task a `TaskScheduler` picks (weights: how many times each task runs in the
+        model). Every tuning is marked done when the budget is spent or the scheduler stops;
+        errors and interrupts mark them as `run` does."""
+        scheduler = scheduler or TaskScheduler(
+            weights, total_trials=total_trials, batch_size=self.batch_size, seed=self.seed
+        )
+        with self._guard(tuning_ids):
+            runs: list[_Run | None] = []
+            for i, tuning_id in enumerate(tuning_ids):
+                job = self._start(tuning_id)
+                runs.append(None if job is None else _Run(self, job))
+                if job is None:
+                    scheduler.record(i, 0, None, exhausted=True)  # cancelled before it began
+            while (task := scheduler.next_task()) is not None:
+                i, run = task, runs[task]
+                assert run is not None  # a cancelled task is exhausted
+                n = min(scheduler.batch_for(i), run.job.trials - run.done)
+                cancelled = n <= 0 or self._cancelled(run.job.tuning_id)
+                ran = 0 if cancelled else run.step(n, progress)
+                scheduler.record(i, ran, run.best_latency_s, exhausted=cancelled or ran < n)
+            for run in runs:
+                if run is not None:
+                    run.finish()
+        with session_scope(self.sessions) as s:
+            return [summarize(s, tuning_id) for tuning_id in tuning_ids]
+
+    @contextmanager
+    def _guard(self, tuning_ids: Sequence[int]) -> Iterator[None]:
+        """Ctrl-C cancels the unfinished tunings, any other error fails them (and re-raises)."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self._mark(tuning_ids, TuningStatus.CANCELLED, "interrupted")
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            self._mark(tuning_ids, TuningStatus.FAILED, error)
+            raise
+
+    def _mark(self, tuning_ids: Sequence[int], status: TuningStatus, error: str) -> None:
+        with session_scope(self.sessions) as s:
+            for tuning_id in tuning_ids:
+                tuning = store.get_tuning(s, tuning_id)
+                if tuning is not None and tuning.status not in FINISHED_TUNING_STATUSES:
+                    store.update_tuning(s, tuning_id, status=status, error=error)
 
     def _start(self, tuning_id: int) -> _Job | None:
         """Mark the tuning running and read what it needs; None when it was cancelled."""
@@ -241,65 +298,6 @@ class Tuner:
                 strategy=tuning.strategy,
             )
 
-    def _tune(self, job: _Job, progress: ProgressCallback | None) -> None:
-        program = load(job.signature)
-        target = self.executor.resolve(job.target)
-        symbols = resolve_symbols(program, job.symbols)
-        space = space_for(program, target)
-        with session_scope(self.sessions) as s:
-            records = store.list_records(
-                s, workload_key=job.workload_key, target=target, symbols=symbols, limit=None
-            )
-            known = [(r.config, _learned(r.status, r.latency_s)) for r in records]
-        guide = None
-        if search.guided(job.strategy):
-            with session_scope(self.sessions) as s:
-                prior = transfer_set(s, job.workload_key, target, symbols)
-            guide = search.Guide(
-                lambda c: list(features.extract(program, target, c, symbols).values()),
-                XGBModel(seed=self.seed),
-                prior,
-            )
-        strategy = search.create(job.strategy, space, seed=self.seed, known=known, guide=guide)
-        # The baseline goes first, once per workload, target and symbols.
-        pending = [naive] if strategy.take(naive := space.naive()) else []
-        done, failures = job.trials_done, 0
-        while done < job.trials and not self._cancelled(job.tuning_id):
-            n = min(self.batch_size, job.trials - done)
-            batch, pending = pending + strategy.propose(n - len(pending)), []
-            if not batch:
-                break  # every valid config of the space is measured
-            results = self.executor.run([self._request(job, target, symbols, c) for c in batch])
-            with session_scope(self.sessions) as s:
-                for config, result in zip(batch, results, strict=True):
-                    _persist(s, job, target, symbols, config, result)
-                done += len(batch)
-                best = store.best_record(
-                    s, workload_key=job.workload_key, target=target, symbols=symbols
-                )
-                store.update_tuning(
-                    s, job.tuning_id, trials_done=done, best_record_id=best.id if best else None
-                )
-            strategy.notify(
-                [(c, _learned(r.status, r.latency_s)) for c, r in zip(batch, results, strict=True)]
-            )
-            failures += sum(r.status is not RecordStatus.OK for r in results)
-            if progress is not None:
-                latency = best.latency_s if best else None
-                progress(Progress(job.tuning_id, done, job.trials, latency, failures))
-        with session_scope(self.sessions) as s:
-            if guide is not None and guide.model.trained:
-                store.add_cost_model(
-                    s,
-                    target=target,
-                    feature_version=features.FEATURE_VERSION,
-                    n_train=guide.model.n_train,
-                    blob=guide.model.save(),
-                )
-            tuning = store.get_tuning(s, job.tuning_id)
-            if tuning is not None and tuning.status != TuningStatus.CANCELLED:
-                store.update_tuning(s, job.tuning_id, status=TuningStatus.DONE)
-
     def _cancelled(self, tuning_id: int) -> bool:
         """Re-read from the database: the API cancels a tuning by setting its status."""
         with session_scope(self.sessions) as s:
@@ -318,6 +316,85 @@ class Tuner:
             repeats=self.repeats,
             min_repeat_s=self.min_repeat_s,
         )
+
+
+class _Run:
+    """One tuning in progress, advanced a batch at a time: its space, strategy (and model),
+    pending baseline and counters. `Tuner.run` steps one to its budget, `Tuner.run_many`
+    steps several as a scheduler decides."""
+
+    def __init__(self, tuner: Tuner, job: _Job) -> None:
+        self.tuner, self.job = tuner, job
+        program = load(job.signature)
+        self.target = target = tuner.executor.resolve(job.target)
+        self.symbols = symbols = resolve_symbols(program, job.symbols)
+        space = space_for(program, target)
+        with session_scope(tuner.sessions) as s:
+            records = store.list_records(
+                s, workload_key=job.workload_key, target=target, symbols=symbols, limit=None
+            )
+            known = [(r.config, _learned(r.status, r.latency_s)) for r in records]
+        self.guide = None
+        if search.guided(job.strategy):
+            with session_scope(tuner.sessions) as s:
+                prior = transfer_set(s, job.workload_key, target, symbols)
+            self.guide = search.Guide(
+                lambda c: list(features.extract(program, target, c, symbols).values()),
+                XGBModel(seed=tuner.seed),
+                prior,
+            )
+        self.strategy = search.create(
+            job.strategy, space, seed=tuner.seed, known=known, guide=self.guide
+        )
+        # The baseline goes first, once per workload, target and symbols.
+        self.pending = [naive] if self.strategy.take(naive := space.naive()) else []
+        self.done, self.failures = job.trials_done, 0
+        self.best_latency_s: float | None = None
+
+    def step(self, n: int, progress: ProgressCallback | None) -> int:
+        """Measure one batch of at most `n` configs and persist it; the number measured, fewer
+        than `n` only when the space has no unseen valid config left."""
+        job, target, symbols = self.job, self.target, self.symbols
+        batch, self.pending = self.pending + self.strategy.propose(n - len(self.pending)), []
+        if not batch:
+            return 0
+        requests = [self.tuner._request(job, target, symbols, c) for c in batch]
+        results = self.tuner.executor.run(requests)
+        with session_scope(self.tuner.sessions) as s:
+            for config, result in zip(batch, results, strict=True):
+                _persist(s, job, target, symbols, config, result)
+            self.done += len(batch)
+            best = store.best_record(
+                s, workload_key=job.workload_key, target=target, symbols=symbols
+            )
+            store.update_tuning(
+                s, job.tuning_id, trials_done=self.done, best_record_id=best.id if best else None
+            )
+            self.best_latency_s = best.latency_s if best else None
+        self.strategy.notify(
+            [(c, _learned(r.status, r.latency_s)) for c, r in zip(batch, results, strict=True)]
+        )
+        self.failures += sum(r.status is not RecordStatus.OK for r in results)
+        if progress is not None:
+            progress(
+                Progress(job.tuning_id, self.done, job.trials, self.best_latency_s, self.failures)
+            )
+        return len(batch)
+
+    def finish(self) -> None:
+        """Save the last cost model and mark the tuning done (unless it was cancelled)."""
+        with session_scope(self.tuner.sessions) as s:
+            if self.guide is not None and self.guide.model.trained:
+                store.add_cost_model(
+                    s,
+                    target=self.target,
+                    feature_version=features.FEATURE_VERSION,
+                    n_train=self.guide.model.n_train,
+                    blob=self.guide.model.save(),
+                )
+            tuning = store.get_tuning(s, self.job.tuning_id)
+            if tuning is not None and tuning.status != TuningStatus.CANCELLED:
+                store.update_tuning(s, self.job.tuning_id, status=TuningStatus.DONE)
 
 
 def _learned(status: RecordStatus, latency_s: float | None) -> float | None:
