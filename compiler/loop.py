@@ -33,7 +33,9 @@ value of each); thread bindings may appear anywhere inside (the block: the large
 each, a smaller one runs on the first threads only). Statements outside thread bindings run
 on every thread of the block, so a local declared there is one per thread (a register tile
 that lives across phases). `Decl(..., shared=True)` is an array in shared memory, one per
-block; `Barrier` waits for every thread of the block and makes their memory writes visible.
+block; unlike other locals it may hold float16/bfloat16 (storage: a `Store` rounds to it, a
+`Load` reads float32). `Barrier` waits for every thread of the block (`warp=True`: of the
+warp) and makes their memory writes visible; `Wmma` statements drive the tensor cores.
 A GPU function's workspaces are global buffers its caller allocates (see `compiler.kernel`).
 
 Names: tensor and symbol names come from the signature and are mangled by the renderer;
@@ -159,14 +161,53 @@ class Decl:
     dtype: str
     shape: tuple[int, ...] = ()
     init: Expr | None = None
-    shared: bool = False  # GPU: one array per block in shared memory, not per thread
+    shared: bool = False  # GPU: one array per block in shared memory (may hold 16-bit floats)
 
 
 @dataclass(frozen=True, slots=True)
 class Barrier:
     """GPU: every thread of the block waits here; memory writes made before it are visible to
     all of them after it. Only where the whole block gets to it (not under a thread binding
-    that runs on part of the block, nor a condition that differs between threads)."""
+    that runs on part of the block, nor a condition that differs between threads). `warp`:
+    the same for the threads of one warp only (`__syncwarp`), where all its lanes get to it."""
+
+    warp: bool = False
+
+
+WMMA_OPS = ("fragment", "fill", "load", "mma", "store")
+WMMA_USES = ("a", "b", "acc")
+
+
+@dataclass(frozen=True, slots=True)
+class Wmma:
+    """GPU tensor cores (CUDA WMMA, 16x16x16 fragments), warp-collective: every lane of the
+    warp executes it with the same operands. `op`:
+
+    * `fragment`: declares fragment `frag` of `use` `a` (a 16x16 tile of A, row-major in
+      memory), `b` (of B, column-major: element (k, n) at `n * ld + k`) or `acc` (fp32), of
+      element `dtype` (float16 or bfloat16 for `a`/`b`, float32 for `acc`);
+    * `fill`: every element of `frag` set to 0;
+    * `load`: `frag` (a or b) from the shared array `buffer` at element `offset`, leading
+      dimension `ld` (a multiple of 8; the address 32-byte aligned);
+    * `mma`: `frag` (acc) += `a` x `b`;
+    * `store`: `frag` (acc) into `buffer` (float32) at `offset`, row-major with `ld`.
+    """
+
+    op: str
+    frag: str
+    use: str = ""
+    dtype: str = ""
+    buffer: str = ""
+    offset: Expr = ZERO
+    ld: int = 0
+    a: str = ""
+    b: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op not in WMMA_OPS:
+            raise ValueError(f"unknown WMMA operation {self.op!r}")
+        if self.op == "fragment" and self.use not in WMMA_USES:
+            raise ValueError(f"unknown WMMA fragment use {self.use!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +219,7 @@ class Prefetch:
     indices: tuple[Expr, ...]
 
 
-Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier
+Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier | Wmma
 
 
 # ----------------------------------------------------------------------------- functions
@@ -392,12 +433,15 @@ def exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.value,)
     if isinstance(stmt, Decl) and stmt.init is not None:
         return (stmt.init,)
+    if isinstance(stmt, Wmma) and stmt.op in ("load", "store"):
+        return (stmt.offset,)
     return ()
 
 
 def buffers_used(stmt: Stmt) -> set[str]:
     """Names of the buffers and local arrays the tree reads or writes."""
     used = {s.buffer for s in stmts(stmt) if isinstance(s, Store | Prefetch)}
+    used.update(s.buffer for s in stmts(stmt) if isinstance(s, Wmma) and s.buffer)
     used.update(ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e))
     return used
 
@@ -420,6 +464,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
         return Assign(stmt.name, fn(stmt.value))
     if isinstance(stmt, Barrier):
         return stmt
+    if isinstance(stmt, Wmma):
+        return replace(stmt, offset=fn(stmt.offset)) if stmt.op in ("load", "store") else stmt
     if stmt.init is not None:
         return replace(stmt, init=fn(stmt.init))
     return stmt
@@ -560,7 +606,15 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> str:
     if isinstance(stmt, Prefetch):
         return f"{pad}prefetch {stmt.buffer}[{', '.join(format_expr(i) for i in stmt.indices)}]"
     if isinstance(stmt, Barrier):
-        return f"{pad}barrier"
+        return f"{pad}barrier" + (" (warp)" if stmt.warp else "")
+    if isinstance(stmt, Wmma):
+        if stmt.op == "fragment":
+            return f"{pad}{stmt.frag}: fragment {stmt.use} {stmt.dtype}"
+        if stmt.op == "mma":
+            return f"{pad}mma {stmt.frag} += {stmt.a} x {stmt.b}"
+        if stmt.op == "fill":
+            return f"{pad}fill {stmt.frag} 0"
+        return f"{pad}{stmt.op} {stmt.frag} {stmt.buffer}[{format_expr(stmt.offset)}] ld={stmt.ld}"
     shape = f"[{', '.join(map(str, stmt.shape))}]" if stmt.shape else ""
     init = f" = {format_expr(stmt.init)}" if stmt.init is not None else ""
     scope = "shared " if stmt.shared else ""

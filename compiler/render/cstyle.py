@@ -48,6 +48,7 @@ from compiler.loop import (
     Seq,
     Stmt,
     Store,
+    Wmma,
     Workspace,
     as_expr,
     buffers_used,
@@ -117,6 +118,7 @@ class CStyleRenderer:
     # float32 functions rendered from these bodies instead of the libm-style `FLOAT_MATH`.
     float32_math: ClassVar[dict[str, str]] = FLOAT32_MATH
     barrier: str | None = None  # the statement of `Barrier`, in dialects that have one
+    warp_barrier: str | None = None  # and of `Barrier(warp=True)`
 
     # ---------------------------------------------------------------- hooks
 
@@ -366,7 +368,7 @@ class CStyleRenderer:
         return [*lines, f"{pad}}}"]
 
     def _stmt_Decl(self, stmt: Decl, depth: int) -> list[str]:
-        if dtypes.is_half(scalar(stmt.dtype)):
+        if dtypes.is_half(scalar(stmt.dtype)) and not (stmt.shared and lanes(stmt.dtype) == 1):
             raise ValueError(f"local {stmt.name!r}: locals hold compute dtypes (float32)")
         self.locals[stmt.name] = (stmt.dtype, stmt.shape)
         if stmt.shared:
@@ -387,9 +389,13 @@ class CStyleRenderer:
         return [f"{self.indent * depth}{stmt.name} = {self.value(stmt.value, dtype)};"]
 
     def _stmt_Barrier(self, stmt: Barrier, depth: int) -> list[str]:
-        if self.barrier is None:
+        line = self.warp_barrier if stmt.warp else self.barrier
+        if line is None:
             raise ValueError(f"{self.language} has no barriers")
-        return [f"{self.indent * depth}{self.barrier}"]
+        return [f"{self.indent * depth}{line}"]
+
+    def _stmt_Wmma(self, stmt: Wmma, depth: int) -> list[str]:
+        raise ValueError(f"{self.language} has no tensor cores")
 
     def _stmt_Prefetch(self, stmt: Prefetch, depth: int) -> list[str]:
         buf = self._buffer(stmt.buffer)
@@ -401,6 +407,8 @@ class CStyleRenderer:
         if stmt.buffer in self.locals:
             dtype, shape = self.locals[stmt.buffer]
             index = self._index(stmt.indices, tuple(as_expr(e) for e in shape))
+            if dtypes.is_half(dtype):  # a shared array of 16-bit storage
+                return [f"{pad}{stmt.buffer}[{index}] = {self._half_value(stmt.value, dtype)};"]
             return [f"{pad}{stmt.buffer}[{index}] = {self.value(stmt.value, dtype)};"]
         buf = self._buffer(stmt.buffer)
         index = self._index(stmt.indices, tuple(as_expr(e) for e in buf.shape))
@@ -421,6 +429,19 @@ class CStyleRenderer:
             ]
         value = self.value(stmt.value, buf.dtype)
         return [f"{pad}{target} = {value};"]
+
+    def _half_value(self, value: Expr, dtype: str) -> str:
+        """`value` as 16-bit `dtype` storage: a widened element of a `dtype` buffer is copied
+        as it is, anything else rounded."""
+        ld = value
+        while isinstance(ld, Cast) and ld.dtype == "float32":  # exact widenings
+            ld = ld.x
+        if isinstance(ld, Load) and ld.tensor not in self.locals and lanes(ld.dtype) == 1:
+            buf = self._buffer(ld.tensor)
+            if buf.dtype == dtype:
+                index = self._index(ld.indices, tuple(as_expr(e) for e in buf.shape))
+                return f"{self.name(buf.name)}[{index}]"
+        return f"{self.half('store', dtype)}({self.value(value, 'float32')})"
 
     def _buffer(self, name: str) -> Workspace:
         buf = self.fn.buffer(name)
@@ -482,8 +503,10 @@ class CStyleRenderer:
 
     def _expr_Load(self, expr: Load) -> str:
         if expr.tensor in self.locals:
-            shape = self.locals[expr.tensor][1]
+            dtype, shape = self.locals[expr.tensor]
             index = self._index(expr.indices, tuple(as_expr(e) for e in shape))
+            if dtypes.is_half(dtype):
+                return f"{self.half('load', dtype)}({expr.tensor}[{index}])"
             return f"{expr.tensor}[{index}]"
         buf = self._buffer(expr.tensor)
         index = self._index(expr.indices, tuple(as_expr(e) for e in buf.shape))

@@ -20,7 +20,18 @@ import math
 from typing import ClassVar
 
 from compiler import dtypes
-from compiler.loop import BLOCK_KINDS, THREAD_KINDS, Decl, For, Function, const_value, lanes, scalar
+from compiler.loop import (
+    BLOCK_KINDS,
+    THREAD_KINDS,
+    Decl,
+    For,
+    Function,
+    Wmma,
+    const_value,
+    lanes,
+    scalar,
+    stmts,
+)
 from compiler.render.cstyle import CODES, CStyleRenderer, compute
 from compiler.render.launch import Launch, guarded, launches
 
@@ -60,6 +71,7 @@ class CUDARenderer(CStyleRenderer):
     }
     float32_math: ClassVar[dict[str, str]] = {}
     barrier = "__syncthreads();"
+    warp_barrier = "__syncwarp();"
     launch: Launch  # the kernel being printed
 
     def preamble(self, fn: Function) -> list[str]:
@@ -67,8 +79,12 @@ class CUDARenderer(CStyleRenderer):
         used |= {
             d for d in ("float16", "bfloat16") for h in self.helpers if h.endswith("_" + CODES[d])
         }
+        tensor_cores = [s for s in stmts(fn.body) if isinstance(s, Wmma)]
+        used |= {s.dtype for s in tensor_cores if s.op == "fragment"}
+        used |= {s.dtype for s in stmts(fn.body) if isinstance(s, Decl) and s.shared}
         lines = ["#include <math.h>", "#include <stdint.h>"]
         halves = [f"#include <{h}>" for d, h in _HEADERS.items() if d in used]
+        halves += ["#include <mma.h>"] if tensor_cores else []
         if halves:
             lines += ["#ifdef __CUDACC__", *halves, "#endif"]
         return [*lines, ""]
@@ -121,11 +137,31 @@ class CUDARenderer(CStyleRenderer):
 
     def shared_decl(self, stmt: Decl, depth: int) -> list[str]:
         pad = self.indent * depth
-        t = self.ctype(stmt.dtype)
+        half = dtypes.is_half(stmt.dtype)
+        t = self.storage_types[stmt.dtype] if half else self.ctype(stmt.dtype)
         if self.launch.dynamic:
             offset = self.launch.shared_offsets[stmt.name]
             return [f"{pad}{t}* {stmt.name} = ({t}*)((unsigned char*){_DYNAMIC} + {offset});"]
-        return [f"{pad}__shared__ {t} {stmt.name}[{math.prod(stmt.shape)}];"]
+        align = "__align__(32) " if half else ""  # WMMA loads want 32-byte aligned tiles
+        return [f"{pad}__shared__ {align}{t} {stmt.name}[{math.prod(stmt.shape)}];"]
+
+    def _stmt_Wmma(self, stmt: Wmma, depth: int) -> list[str]:
+        pad, ns = self.indent * depth, "nvcuda::wmma::"
+        if stmt.op == "fragment":
+            use = {"a": "matrix_a", "b": "matrix_b", "acc": "accumulator"}[stmt.use]
+            element = self.storage_types[stmt.dtype]
+            layout = {"a": f", {ns}row_major", "b": f", {ns}col_major", "acc": ""}[stmt.use]
+            return [f"{pad}{ns}fragment<{ns}{use}, 16, 16, 16, {element}{layout}> {stmt.frag};"]
+        if stmt.op == "fill":
+            return [f"{pad}{ns}fill_fragment({stmt.frag}, 0.0f);"]
+        if stmt.op == "mma":
+            args = f"{stmt.frag}, {stmt.a}, {stmt.b}, {stmt.frag}"
+            return [f"{pad}{ns}mma_sync({args});"]
+        at = f"{stmt.buffer} + {self.expr(stmt.offset)}"
+        if stmt.op == "load":
+            return [f"{pad}{ns}load_matrix_sync({stmt.frag}, {at}, {stmt.ld});"]
+        layout = f"{ns}mem_row_major"
+        return [f"{pad}{ns}store_matrix_sync({at}, {stmt.frag}, {stmt.ld}, {layout});"]
 
     def shuffle(self, fn: str, value: str, offset: str, dtype: str) -> str:
         dtype = compute(dtype)

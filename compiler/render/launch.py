@@ -138,8 +138,11 @@ def _shared(body: Stmt) -> tuple[dict[str, int], int]:
 
 
 def decl_bytes(decl: Decl) -> int:
-    """Bytes of a local or shared array."""
-    size = dtypes.itemsize(dtypes.compute_dtype(scalar(decl.dtype))) * lanes(decl.dtype)
+    """Bytes of a local or shared array (a shared one may hold 16-bit floats)."""
+    element = scalar(decl.dtype)
+    if not (decl.shared and dtypes.is_half(element)):
+        element = dtypes.compute_dtype(element)
+    size = dtypes.itemsize(element) * lanes(decl.dtype)
     return math.prod(decl.shape) * size
 
 

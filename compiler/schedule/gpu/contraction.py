@@ -12,7 +12,13 @@ stored.
   `split_k` slices k over grid z with a second kernel summing the slices (for small M x N);
 * `gemv` (`gemv.py`): a warp per `gemv_cols` columns, k split over lanes in runs of `gemv_vec`,
   `gemv_rows` rows per pass, `gemv_warps` warps per block (for M of 1..8; offered where M is
-  symbolic or at most 64).
+  symbolic or at most 64);
+* `wmma` (`wmma.py`): tensor cores (WMMA 16x16x16, float32 accumulators), block tile
+  `wmma_bm x wmma_bn`, k slices of 32 staged in shared memory as 16-bit values,
+  `wmma_warps` warps, each `wmma_frags` fragments tall. Offered only where both factor sides
+  stage as the same 16-bit float type (`wmma.staged`), the accumulator is float32 and the
+  arch has the instructions (float16 from sm_70, bfloat16 from sm_80); its knobs exist only
+  then, so the spaces of other contractions are unchanged.
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
 kernel); `canonical` resets them, so that sampling and mutation reach both kernels. `check`
@@ -34,6 +40,7 @@ from compiler.schedule.gpu.gemv import Gemv
 from compiler.schedule.gpu.operands import Operands, operands
 from compiler.schedule.gpu.reduction import Reduction
 from compiler.schedule.gpu.tiles import SIDES, Shape, Tiled, vectorized
+from compiler.schedule.gpu.wmma import WmmaKernel, WmmaShape, staged, tensor_cores
 from compiler.schedule.stage import Context, Schedule
 from compiler.space.limits import block_error, limits_for
 from compiler.space.space import Config, Knob
@@ -55,6 +62,12 @@ GEMV: dict[str, tuple[Knob, ...]] = {
     "gemv_rows": (1, 2, 4, 8),
     "gemv_vec": (1, 2, 4, 8),
 }
+WMMA: dict[str, tuple[Knob, ...]] = {
+    "wmma_bm": (64, 128),
+    "wmma_bn": (64, 128),
+    "wmma_warps": (4, 8),
+    "wmma_frags": (2, 1, 4),
+}
 MODES = ("plain", "tiled", "gemv")
 GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
 GEMV_MAX_ROWS = 64  # and the space offers it up to this many (or any number of symbolic rows)
@@ -68,10 +81,14 @@ class Contraction(Schedule):
         found = plan(stage)
         if found is None:
             return self.fallback.knobs(stage, target)
-        rows = const_value(operands(stage, found).rows.extent)
+        ops = operands(stage, found)
+        rows = const_value(ops.rows.extent)
+        wmma = ("wmma",) if _tensor_cores(ops, target) else ()
+        extra = WMMA if wmma else {}
         if rows is not None and rows > GEMV_MAX_ROWS:  # the weights would be read rows / 8 times
-            return {"mode": MODES[:2], **TILED, **{k: v[:1] for k, v in GEMV.items()}}
-        return {"mode": MODES, **TILED, **GEMV}
+            gemv = {k: v[:1] for k, v in GEMV.items()}
+            return {"mode": (*MODES[:2], *wmma), **TILED, **gemv, **extra}
+        return {"mode": (*MODES, *wmma), **TILED, **GEMV, **extra}
 
     def naive(self, stage: Stage, target: Target) -> Config:
         if plan(stage) is None:
@@ -105,16 +122,20 @@ class Contraction(Schedule):
         naive one, measured first anyway), which random draws then rarely hit."""
         if plan(stage) is None or config["mode"] == "plain":
             return config
-        return {**config, **{name: values[0] for name, values in _unused(config).items()}}
+        resets = {name: values[0] for name, values in _unused(config).items() if name in config}
+        return {**config, **resets}
 
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         found = plan(stage)
         if found is None:
             return self.fallback.check(stage, target, config)
         mode = config["mode"]
-        if any(config[name] != values[0] for name, values in _unused(config).items()):
+        unused = _unused(config).items()
+        if any(name in config and config[name] != values[0] for name, values in unused):
             return f"knobs of other modes than {mode} keep their first values"
         ops = operands(stage, found)
+        if mode == "wmma":
+            return _check_wmma(ops, WmmaShape.of(config), target)
         if mode == "tiled":
             return _check_tiled(ops, Shape.of(config), target)
         if mode == "gemv":
@@ -131,12 +152,39 @@ class Contraction(Schedule):
         ops = operands(stage, found, ctx.analysis.program)
         if config["mode"] == "gemv":
             return Gemv.of(config).lower(ops, ctx)
+        if config["mode"] == "wmma":
+            return WmmaKernel(ops, WmmaShape.of(config), ctx).lower()
         return Tiled(ops, Shape.of(config), ctx).lower()
 
 
 def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
     """The knobs the config's mode does not use."""
-    return {"plain": {**TILED, **GEMV}, "tiled": GEMV, "gemv": TILED}[str(config["mode"])]
+    return {
+        "plain": {**TILED, **GEMV, **WMMA},
+        "tiled": {**GEMV, **WMMA},
+        "gemv": {**TILED, **WMMA},
+        "wmma": {**TILED, **GEMV},
+    }[str(config["mode"])]
+
+
+def _tensor_cores(ops: Operands, target: Target) -> bool:
+    dtype = staged(ops)
+    return dtype is not None and tensor_cores(target, dtype)
+
+
+def _check_wmma(ops: Operands, shape: WmmaShape, target: Target) -> str | None:
+    if not _tensor_cores(ops, target):
+        return "no tensor cores for these factor types on this arch"
+    error = shape.error()
+    if error is not None:
+        return error
+    limits = limits_for(target)
+    rows, batch = const_value(ops.rows.extent), const_value(ops.batch.extent)
+    if rows is not None and -(-rows // shape.bm) > limits.grid_yz:
+        return f"{-(-rows // shape.bm)} row tiles (grid y holds {limits.grid_yz})"
+    if batch is not None and batch > limits.grid_yz:
+        return f"{batch} batch slices (grid z holds {limits.grid_yz})"
+    return block_error(target, shape.threads, shape.shared_bytes(), shape.registers())
 
 
 def _check_tiled(ops: Operands, shape: Shape, target: Target) -> str | None:
