@@ -7,6 +7,9 @@ pick one by target kind and never look inside.
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
+import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,3 +62,30 @@ class Builder(ABC):
     @abstractmethod
     def build(self, kernel: Kernel, target: Target, timeout_s: float) -> BuildResult:
         """Compile `kernel` for `target`, giving up after `timeout_s` seconds of wall time."""
+
+
+def run_compiler(command: list[str], timeout_s: float, cwd: str) -> tuple[RecordStatus, str]:
+    """Run a compiler in its own process group, so a timeout kills its children (cc1, as,
+    ptxas) too. Every builder compiles through this: one timeout and log policy."""
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return RecordStatus.COMPILE_ERROR, f"cannot run {command[0]}: {exc}"
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        log = out.decode(errors="replace")
+        return RecordStatus.COMPILE_TIMEOUT, f"{command[0]} timed out after {timeout_s:g} s\n{log}"
+    log = out.decode(errors="replace")
+    if proc.returncode != 0:
+        return RecordStatus.COMPILE_ERROR, f"{command[0]} exited with {proc.returncode}\n{log}"
+    return RecordStatus.OK, log

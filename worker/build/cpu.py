@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -12,7 +9,7 @@ from pathlib import Path
 from compiler.kernel import Kernel
 from schemas.record import RecordStatus
 from schemas.target import Target
-from worker.build.builder import Builder, BuildResult, truncate
+from worker.build.builder import Builder, BuildResult, run_compiler, truncate
 
 # x86-64-v4 is AVX-512 F/BW/CD/DQ/VL on top of v3 (AVX2, FMA, BMI); -mtune=native schedules
 # for the worker's own core, which is where the artifact is measured.
@@ -40,36 +37,10 @@ class CpuBuilder(Builder):
             # Relative paths, so the log reads `kernel.c:12:5: error: ...`.
             command = [self.compiler, *flags, "-o", "kernel.so", "kernel.c", "-lm"]
             start = time.perf_counter()
-            status, log = _run(command, timeout_s, cwd=tmp)
+            status, log = run_compiler(command, timeout_s, cwd=tmp)
             elapsed = time.perf_counter() - start
             if status is not RecordStatus.OK:
                 return BuildResult(status, elapsed, truncate(log))
             artifact = Path(tmp, "kernel.so").read_bytes()
         stats = {"compiler": self.compiler, "flags": flags, "artifact_bytes": len(artifact)}
         return BuildResult.success(artifact, elapsed, log, stats)
-
-
-def _run(command: list[str], timeout_s: float, cwd: str) -> tuple[RecordStatus, str]:
-    """Run a compiler in its own process group, so a timeout kills cc1 and as too."""
-    try:
-        proc = subprocess.Popen(
-            command,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return RecordStatus.COMPILE_ERROR, f"cannot run {command[0]}: {exc}"
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        log = out.decode(errors="replace")
-        return RecordStatus.COMPILE_TIMEOUT, f"{command[0]} timed out after {timeout_s:g} s\n{log}"
-    log = out.decode(errors="replace")
-    if proc.returncode != 0:
-        return RecordStatus.COMPILE_ERROR, f"{command[0]} exited with {proc.returncode}\n{log}"
-    return RecordStatus.OK, log

@@ -31,8 +31,7 @@ from typing import Any
 from compiler.kernel import Kernel
 from schemas.record import RecordStatus
 from schemas.target import Target
-from worker.build.builder import Builder, BuildResult, truncate
-from worker.build.cpu import _run
+from worker.build.builder import Builder, BuildResult, run_compiler, truncate
 from worker.emulate.emulator import entries_of
 
 OPT_FLAGS = ("-O3", "-lineinfo")
@@ -108,7 +107,7 @@ class CudaBuilder(Builder):
         Path(tmp, "kernel.cu").write_text(source)
         virtual = arch.replace("sm_", "compute_")
         command = [self.nvcc, "-ptx", f"-arch={virtual}", *OPT_FLAGS, "-o", "kernel.ptx"]
-        return _run([*command, "kernel.cu"], timeout_s, cwd=tmp)
+        return run_compiler([*command, "kernel.cu"], timeout_s, cwd=tmp)
 
     def _back_end(
         self,
@@ -123,7 +122,7 @@ class CudaBuilder(Builder):
         """ptxas on `ptx` (written to `name`.ptx in `tmp`, so batches may run in parallel)."""
         Path(tmp, f"{name}.ptx").write_text(ptx)
         command = [self.ptxas, f"-arch={arch}", *OPT_FLAGS, "-v", "-o", f"{name}.cubin"]
-        status, log = _run([*command, f"{name}.ptx"], max(timeout_s, 1.0), cwd=tmp)
+        status, log = run_compiler([*command, f"{name}.ptx"], max(timeout_s, 1.0), cwd=tmp)
         elapsed = time.perf_counter() - start
         log = "\n".join(part for part in (front_log.strip(), log.strip()) if part)
         if status is not RecordStatus.OK:

@@ -27,8 +27,7 @@ from typing import Any
 from compiler.kernel import Kernel
 from schemas.record import RecordStatus
 from schemas.target import Target
-from worker.build.builder import Builder, BuildResult, truncate
-from worker.build.cpu import _run
+from worker.build.builder import Builder, BuildResult, run_compiler, truncate
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emulate.h"
@@ -98,7 +97,7 @@ def build_library(source: str, entries: Sequence[str], timeout_s: float) -> Buil
         Path(tmp, "kernel.cu").write_text(emulation_source(source, entries))
         command = [COMPILER, *flags, "-x", "c++", "-o", "kernel.so", "kernel.cu"]
         start = time.perf_counter()
-        status, log = _run(command, timeout_s, cwd=tmp)
+        status, log = run_compiler(command, timeout_s, cwd=tmp)
         elapsed = time.perf_counter() - start
         if status is not RecordStatus.OK:
             return BuildResult(status, elapsed, truncate(log))
