@@ -8,23 +8,14 @@ from __future__ import annotations
 from compiler.analysis import Stage
 from compiler.ir import Expr
 from compiler.loop import Stmt
+from compiler.schedule import fallback
 from compiler.schedule.gpu.blocks import FALLBACK_THREADS, per_output
-from compiler.schedule.stage import Context, Schedule
-from compiler.space.space import Config, Knob
-from schemas.target import Target
+from compiler.schedule.stage import Context
+from compiler.space.space import Config
 
 
-class Fallback(Schedule):
-    kind = "fallback"
-
-    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]:
-        return {}
-
-    def naive(self, stage: Stage, target: Target) -> Config:
-        return {}
-
-    def default(self, stage: Stage, target: Target) -> Config:
-        return {}
+class Fallback(fallback.Fallback):
+    """The CPU fallback's (empty) space, lowered to a GPU kernel."""
 
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
         return naive_kernel(stage, ctx, rows)
