@@ -40,6 +40,13 @@ class Case:
     program: Program
     symbols: Mapping[str, int]
 
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What a loaded case is reused by: one file serves every signature of a workload,
+        each under its own tensor names."""
+        program = self.program
+        return (str(self.path), tuple(t.name for t in program.inputs), program.outputs)
+
     def load(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """(inputs, expected outputs) by the program's tensor names."""
         with np.load(self.path) as npz:

@@ -78,7 +78,7 @@ class _Buffer:
 class _Loaded:
     """A case held in memory across candidates of one workload."""
 
-    key: tuple[Any, ...]  # see _key
+    key: tuple[Any, ...]  # Case.key of the case held
     inputs: dict[str, np.ndarray]  # pristine
     expected: dict[str, np.ndarray]
     poisoned: dict[str, np.ndarray]
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> None:
         except EOFError:
             return
         try:
-            if loaded is None or loaded.key != _key(request.case):
+            if loaded is None or loaded.key != request.case.key:
                 loaded = None  # free the previous case before reading the next
                 loaded = _load(request.case)
         except Exception:
@@ -110,16 +110,10 @@ def main(argv: list[str]) -> None:
             replies.send(message)
 
 
-def _key(case: Case) -> tuple[Any, ...]:
-    """One file serves every signature of a workload, under each one's own tensor names."""
-    program = case.program
-    return (str(case.path), tuple(t.name for t in program.inputs), program.outputs)
-
-
 def _load(case: Case) -> _Loaded:
     inputs, expected = case.load()
     poisoned = output_buffers(case.program, dict(case.symbols), poison=True)
-    loaded = _Loaded(_key(case), inputs, expected, poisoned)
+    loaded = _Loaded(case.key, inputs, expected, poisoned)
     loaded.buffers = {name: _Buffer.like(array) for name, array in inputs.items()}
     return loaded
 

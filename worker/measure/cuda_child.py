@@ -125,7 +125,7 @@ def main(argv: list[str]) -> None:
         except EOFError:
             return
         try:
-            if loaded is None or loaded.key != _key(request.case):
+            if loaded is None or loaded.key != request.case.key:
                 loaded = None  # free the previous case before reading the next
                 loaded = _load(request.case)
             if request.backend not in devices:
@@ -149,15 +149,10 @@ def _device(backend: str) -> Device:
     return Emulator()
 
 
-def _key(case: Case) -> tuple[Any, ...]:
-    program = case.program
-    return (str(case.path), tuple(t.name for t in program.inputs), program.outputs)
-
-
 def _load(case: Case) -> _Loaded:
     inputs, expected = case.load()
     poisoned = output_buffers(case.program, dict(case.symbols), poison=True)
-    return _Loaded(_key(case), inputs, expected, poisoned)
+    return _Loaded(case.key, inputs, expected, poisoned)
 
 
 def _measure(request: Request, loaded: _Loaded, device: Device) -> Iterator[tuple[Any, ...]]:
