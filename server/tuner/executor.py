@@ -20,6 +20,7 @@ from typing import Self
 from schemas.record import RecordStatus
 from schemas.target import Target
 from worker import device
+from worker.build.cuda import nvcc_version
 from worker.jobs import CandidateRequest, CandidateResult, build_candidate, measure_candidate
 
 
@@ -56,12 +57,13 @@ class Executor(ABC):
 
 
 class LocalExecutor(Executor):
-    """This machine: builds in a process pool (lowering is Python and gcc is a subprocess, so
-    both use every core), then measurements one at a time with nothing else running, since
-    concurrent timings on a small machine measure each other.
+    """This machine: builds in a process pool (lowering is Python and gcc or nvcc a
+    subprocess, so both use every core), then measurements one at a time with nothing else
+    running, since concurrent timings on a small machine measure each other.
 
     Measuring happens in this process through `worker.jobs.measure_candidate`, which runs each
-    kernel in its own sandboxed child: a crashing candidate costs one result, never the tuner.
+    kernel in its own sandboxed child (for `cuda` targets, the GPU runner's, which holds the
+    only CUDA context): a crashing candidate costs one result, never the tuner.
     """
 
     def __init__(self, workers: int | None = None) -> None:
@@ -73,8 +75,8 @@ class LocalExecutor(Executor):
         return self.workers
 
     def resolve(self, target: Target) -> Target:
-        if target.kind != "cpu":
-            raise ValueError(f"this machine tunes only cpu targets, not {target}")
+        if target.kind == "cuda":
+            return _local_gpu(target)
         isa = target.isa or device.cpu_isa()
         if not device.can_run(isa):
             raise ValueError(f"this machine ({device.cpu_isa()}) cannot run {isa} code")
@@ -108,6 +110,23 @@ class LocalExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _local_gpu(target: Target) -> Target:
+    """`cuda` -> `cuda:<arch of the first GPU here>`; a named arch must run on one of them."""
+    gpus = device.gpus()
+    if not gpus:
+        raise ValueError(
+            f"this machine has no CUDA GPU (none visible to cuda-python): {target} needs one "
+            "to measure on; tune it on a GPU machine or through workers that have one"
+        )
+    archs = ", ".join(g["gpu_arch"] for g in gpus)
+    arch = target.arch or gpus[0]["gpu_arch"]
+    if not any(device.can_run_cuda(arch, g["gpu_arch"]) for g in gpus):
+        raise ValueError(f"no GPU of this machine runs {arch} code (its GPUs: {archs})")
+    if nvcc_version() is None:
+        raise ValueError(f"this machine has GPUs ({archs}) but no nvcc to build for them")
+    return Target(kind="cuda", arch=arch)
 
 
 def _ignore_interrupts() -> None:

@@ -103,6 +103,10 @@ def test_inputs_are_checked_with_clear_messages(tmp_path: Path) -> None:
     np.testing.assert_array_equal(y, wide[:, ::2])
 
 
-def test_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_missing_directory_or_library_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"metadata\.json not found"):
+        load_kernel(tmp_path)
+    export(half_signature("float16"), tmp_path)
+    (tmp_path / "kernel.so").unlink()
     with pytest.raises(FileNotFoundError, match=r"kernel\.so not found"):
         load_kernel(tmp_path)

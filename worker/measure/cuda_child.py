@@ -20,7 +20,6 @@ The emulator (`device.timed` false) runs the kernels a second time instead of ti
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import sys
 import traceback
@@ -34,9 +33,9 @@ import numpy as np
 
 from compiler import verify
 from compiler.inputs import output_buffers
-from compiler.kernel import eval_extent
 from schemas.record import RecordStatus
 from worker.measure.case import Case
+from worker.measure.launch import kernel_params, launch_plan, workspace_bytes
 from worker.measure.runner import MeasureResult
 from worker.measure.sandboxed import Request
 
@@ -167,15 +166,16 @@ def _measure(request: Request, loaded: _Loaded, device: Device) -> Iterator[tupl
             if a["role"] == "output"
         }
         workspaces = [
-            _Region.holding(
-                device, np.full(eval_extent(w["bytes"], symbols), WORKSPACE_BYTE, np.uint8)
-            )
-            for w in meta["launch"]["workspace"]
+            _Region.holding(device, np.full(nbytes, WORKSPACE_BYTE, np.uint8))
+            for nbytes in workspace_bytes(meta["launch"], symbols)
         ]
         regions = {**inputs, **outputs}
-        params: list[Any] = [ctypes.c_void_p(regions[a["name"]].address) for a in meta["args"]]
-        params += [ctypes.c_void_p(w.address) for w in workspaces]
-        params += [ctypes.c_int64(int(symbols[s])) for s in meta["symbols"]]
+        params = kernel_params(
+            [regions[a["name"]].address for a in meta["args"]],
+            [w.address for w in workspaces],
+            symbols,
+            meta["symbols"],
+        )
         plan = launch_plan(meta["launch"]["kernels"], symbols)
 
         def call() -> None:
@@ -213,18 +213,6 @@ def _measure(request: Request, loaded: _Loaded, device: Device) -> Iterator[tupl
         # After a fault the context refuses everything; the parent replaces this process.
         with contextlib.suppress(Exception):
             device.release()
-
-
-def launch_plan(
-    kernels: Sequence[dict[str, Any]], symbols: Any
-) -> list[tuple[str, list[int], list[int], int]]:
-    """(entry, grid, block, dynamic shared bytes) of each kernel to launch, in order."""
-    plan = []
-    for kernel in kernels:
-        grid = [eval_extent(g, symbols) for g in kernel["grid"]]
-        if math.prod(grid) > 0:
-            plan.append((kernel["entry"], grid, list(kernel["block"]), kernel["shared_bytes"]))
-    return plan
 
 
 def _verify(

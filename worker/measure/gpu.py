@@ -1,8 +1,10 @@
-"""A CUDA GPU through cuda-python's driver API, as the measuring child uses it.
+"""A CUDA GPU through cuda-python's driver API: `CudaModule` loads a cubin and launches its
+kernels in whatever context is current (`client.load_kernel` uses it in the caller's process),
+and `Gpu` is the device as the measuring child uses it.
 
-Imported only inside the sandboxed child (`worker.measure.cuda_child`), which is a fresh
-interpreter: the CUDA context is created there and dies with it, so a kernel that faults (a
-sticky error that poisons the context) or hangs costs that child, never the worker.
+A worker imports this only inside the sandboxed child (`worker.measure.cuda_child`), which is
+a fresh interpreter: the CUDA context is created there and dies with it, so a kernel that
+faults (a sticky error that poisons the context) or hangs costs that child, never the worker.
 
 Untested on hardware in the session that wrote it: `tests/worker/test_measure_cuda_gpu.py`
 (marked `gpu`) is its check on a machine with a GPU.
@@ -49,47 +51,25 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-class Gpu:
-    """Device 0 of the visible devices, its primary context current in this process."""
+def primary_context(ordinal: int) -> tuple[Any, Any]:
+    """(device, its primary context, retained): the context the CUDA runtime, torch and cupy
+    use, so kernels launched in it see their memory. Not made current here."""
+    check(driver.cuInit(0), "cuInit")
+    device = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+    return device, check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
 
-    timed = True
-    errors: tuple[type[Exception], ...] = (CudaError,)
 
-    def __init__(self, ordinal: int = 0) -> None:
-        check(driver.cuInit(0), "cuInit")
-        self.device = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
-        self.context = check(
-            driver.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain"
-        )
-        check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
-        # A blocking stream: the synchronous copies (on the legacy stream) and the launches
-        # (on this one) wait for each other, so no upload races a kernel.
-        self.stream = check(
-            driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_DEFAULT.value), "cuStreamCreate"
-        )
-        self.events: list[tuple[Any, Any]] = []
-        self.module: Any = None
+class CudaModule:
+    """A cubin loaded into the current context, its kernels (`Kernel.launch["kernels"]`)
+    looked up and opted in to their dynamic shared memory."""
+
+    def __init__(self, image: bytes, kernels: Sequence[dict[str, Any]]) -> None:
+        self.handle = check(driver.cuModuleLoadData(image), "cuModuleLoadData")
         self.functions: dict[str, Any] = {}
-        self.allocations: list[int] = []  # the flush buffer first, then a candidate's
-        l2 = self.attribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-        self.flush_bytes = 2 * max(l2, 1 << 20)
-        self.flush = self.alloc(self.flush_bytes)
-
-    def attribute(self, attribute: driver.CUdevice_attribute) -> int:
-        return int(check(driver.cuDeviceGetAttribute(attribute, self.device), str(attribute)))
-
-    # ---- a candidate's module and memory
-
-    def load(self, artifact: str, kernels: Sequence[dict[str, Any]]) -> None:
-        """Load the cubin at path `artifact` and look up its kernels, opting in to their
-        dynamic shared memory."""
-        with open(artifact, "rb") as f:
-            image = f.read()
-        self.module = check(driver.cuModuleLoadData(image), "cuModuleLoadData")
         for kernel in kernels:
             entry = kernel["entry"]
             function = check(
-                driver.cuModuleGetFunction(self.module, entry.encode()),
+                driver.cuModuleGetFunction(self.handle, entry.encode()),
                 f"cuModuleGetFunction({entry})",
             )
             if kernel["shared_bytes"] > DEFAULT_DYNAMIC_SHARED:
@@ -101,6 +81,66 @@ class Gpu:
                     f"cuFuncSetAttribute({entry}, max dynamic shared memory)",
                 )
             self.functions[entry] = function
+
+    def launch(
+        self,
+        entry: str,
+        grid: Sequence[int],
+        block: Sequence[int],
+        shared_bytes: int,
+        stream: Any,
+        params: Sequence[ctypes._SimpleCData[Any]],
+    ) -> None:
+        """Queue kernel `entry` on `stream` with `params` (`worker.measure.launch`)."""
+        array, _values = pack_params(params)  # the driver copies the values at the launch
+        check(
+            driver.cuLaunchKernel(
+                self.functions[entry],
+                *grid,
+                *block,
+                shared_bytes,
+                stream,
+                ctypes.addressof(array),
+                0,
+            ),
+            f"cuLaunchKernel({entry})",
+        )
+
+    def unload(self) -> None:
+        check(driver.cuModuleUnload(self.handle), "cuModuleUnload")
+        self.functions = {}
+
+
+class Gpu:
+    """Device 0 of the visible devices, its primary context current in this process."""
+
+    timed = True
+    errors: tuple[type[Exception], ...] = (CudaError,)
+
+    def __init__(self, ordinal: int = 0) -> None:
+        self.device, self.context = primary_context(ordinal)
+        check(driver.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        # A blocking stream: the synchronous copies (on the legacy stream) and the launches
+        # (on this one) wait for each other, so no upload races a kernel.
+        self.stream = check(
+            driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_DEFAULT.value), "cuStreamCreate"
+        )
+        self.events: list[tuple[Any, Any]] = []
+        self.module: CudaModule | None = None
+        self.allocations: list[int] = []  # the flush buffer first, then a candidate's
+        l2 = self.attribute(driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        self.flush_bytes = 2 * max(l2, 1 << 20)
+        self.flush = self.alloc(self.flush_bytes)
+
+    def attribute(self, attribute: driver.CUdevice_attribute) -> int:
+        return int(check(driver.cuDeviceGetAttribute(attribute, self.device), str(attribute)))
+
+    # ---- a candidate's module and memory
+
+    def load(self, artifact: str, kernels: Sequence[dict[str, Any]]) -> None:
+        """Load the cubin at path `artifact` and look up its kernels."""
+        with open(artifact, "rb") as f:
+            self.module = CudaModule(f.read(), kernels)
 
     def alloc(self, nbytes: int) -> int:
         pointer = int(check(driver.cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes})"))
@@ -119,9 +159,8 @@ class Gpu:
             check(driver.cuMemFree(pointer), "cuMemFree")
         del self.allocations[1:]
         if self.module is not None:
-            check(driver.cuModuleUnload(self.module), "cuModuleUnload")
+            self.module.unload()
         self.module = None
-        self.functions = {}
 
     # ---- running
 
@@ -134,19 +173,8 @@ class Gpu:
         params: Sequence[ctypes._SimpleCData[Any]],
     ) -> None:
         """Queue kernel `entry` on the stream (errors of its execution surface at a sync)."""
-        array, _values = pack_params(params)  # the driver copies the values at the launch
-        check(
-            driver.cuLaunchKernel(
-                self.functions[entry],
-                *grid,
-                *block,
-                shared_bytes,
-                self.stream,
-                ctypes.addressof(array),
-                0,
-            ),
-            f"cuLaunchKernel({entry})",
-        )
+        assert self.module is not None, "launch before load"
+        self.module.launch(entry, grid, block, shared_bytes, self.stream, params)
 
     def synchronize(self) -> None:
         check(driver.cuStreamSynchronize(self.stream), "kernel execution")

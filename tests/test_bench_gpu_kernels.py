@@ -1,0 +1,30 @@
+"""`bench/gpu_kernels.py` on a machine without a GPU: one clear line and a failing exit, before
+it tunes or imports anything heavy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from worker import device
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "gpu_kernels.py"
+
+
+@pytest.mark.skipif(bool(device.gpus()), reason="this machine has a GPU")
+def test_without_a_gpu_it_exits_with_one_clear_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "gpu_kernels: no CUDA GPU visible to cuda-python here; run it on a GPU machine"
+    ]
+    assert not any(tmp_path.iterdir())
