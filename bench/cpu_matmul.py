@@ -2,9 +2,14 @@
 
     python bench/cpu_matmul.py                    # N = 128, 512 (1 thread), 1024 (2 threads)
     python bench/cpu_matmul.py --sizes 128 --trials 32
+    python bench/cpu_matmul.py --sizes 128 512 --tvm-python /path/to/tvm-venv/bin/python
 
 Each size is tuned from scratch (a fresh SQLite database) through the real tuner and local
-executor; naive and tuned latencies are the tuner's own measurements (median of repeats).
+executor, with the default search strategy unless `--strategy` names another; naive and tuned
+latencies are the tuner's own measurements (median of repeats). With `--tvm-python`, TVM
+MetaSchedule tunes the same matmul with the same trial budget in a child process under that
+Python (`bench/tvm_matmul.py`: kernels on one thread, timed by the same rule), so the
+reference tuner and tunehub are compared on one machine in one run.
 numpy runs in a child process with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so OpenBLAS
 picks its kernels for this CPU, and with the same number of threads; the table says which
 BLAS kernels it ran. Results go to docs/benchmarks/cpu_matmul-<date>.md.
@@ -28,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit  # noqa: E402
 from schemas import TaskSignature  # noqa: E402
+from schemas.api import DEFAULT_STRATEGY  # noqa: E402
 from schemas.target import Target  # noqa: E402
 from server.db.session import make_engine, migrate, session_factory, session_scope  # noqa: E402
 from server.tuner import LocalExecutor, Tuner, submit  # noqa: E402
@@ -82,12 +88,13 @@ class Row:
     numpy_s: float
     tuning_wall_s: float
     blas: str
+    tvm: dict[str, float] | None = None
 
     def gflops(self, seconds: float) -> float:
         return 2 * self.n**3 / seconds / 1e9
 
 
-def tune(n: int, trials: int, threads: int, seed: int) -> tuple[float, float, float]:
+def tune(n: int, trials: int, threads: int, seed: int, strategy: str) -> tuple[float, float, float]:
     """(naive latency, tuned latency, tuning wall time) of a fresh tuning of matmul n^3."""
     signature = TaskSignature.model_validate_json(
         (ROOT / "examples" / f"matmul_{n}.json").read_text()
@@ -105,7 +112,7 @@ def tune(n: int, trials: int, threads: int, seed: int) -> tuple[float, float, fl
                     target=target,
                     symbols={},
                     trials=trials,
-                    strategy="evolutionary",
+                    strategy=strategy,
                 )
             start = time.perf_counter()
             summary = Tuner(sessions, executor, threads=threads, seed=seed).run(tuning_id)
@@ -130,6 +137,19 @@ def time_numpy(n: int, threads: int) -> tuple[float, str]:
     return result["latency_s"], result["blas"]
 
 
+def tune_tvm(python: Path, n: int, trials: int) -> dict[str, float]:
+    """TVM MetaSchedule's naive and tuned latency and tuning time, from bench/tvm_matmul.py."""
+    done = subprocess.run(
+        [str(python), str(ROOT / "bench" / "tvm_matmul.py"), str(n), str(trials)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"TVM matmul {n} failed:\n{done.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def table(rows: list[Row]) -> str:
     lines = [
         "| N | threads | naive | tuned | numpy | tuned / numpy | speedup vs naive | trials "
@@ -147,21 +167,47 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def tvm_table(rows: list[Row]) -> str:
+    """tunehub beside TVM MetaSchedule: same matmul, trial budget, threads and timer rule."""
+    lines = [
+        "| N | threads | trials | tunehub tuned | tunehub tuning | TVM naive | TVM tuned "
+        "| TVM tuning | TVM latency / tunehub's | tunehub tuning time / TVM's |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.tvm is None:
+            continue
+        tvm_naive, tvm_tuned, tvm_wall = r.tvm["naive_s"], r.tvm["tuned_s"], r.tvm["tuning_wall_s"]
+        lines.append(
+            f"| {r.n} | {r.threads} | {r.trials} "
+            f"| {r.tuned_s * 1e3:.4f} ms ({r.gflops(r.tuned_s):.0f} GFLOP/s) "
+            f"| {r.tuning_wall_s:.0f} s | {tvm_naive * 1e3:.3f} ms "
+            f"| {tvm_tuned * 1e3:.4f} ms ({r.gflops(tvm_tuned):.0f} GFLOP/s) | {tvm_wall:.0f} s "
+            f"| {tvm_tuned / r.tuned_s:.2f} | {r.tuning_wall_s / tvm_wall:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024])
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--threads", type=int, help="for every size (default: 1, 1, 2)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--strategy", default=DEFAULT_STRATEGY)
+    parser.add_argument(
+        "--tvm-python", type=Path, help="a Python with apache-tvm: tune with TVM side by side"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args()
 
     rows = []
     for n in args.sizes:
         threads = args.threads or DEFAULT_THREADS.get(n, 1)
-        naive, tuned, wall = tune(n, args.trials, threads, args.seed)
+        naive, tuned, wall = tune(n, args.trials, threads, args.seed, args.strategy)
         numpy_s, blas = time_numpy(n, threads)
-        rows.append(Row(n, threads, args.trials, naive, tuned, numpy_s, wall, blas))
+        tvm = tune_tvm(args.tvm_python, n, args.trials) if args.tvm_python else None
+        rows.append(Row(n, threads, args.trials, naive, tuned, numpy_s, wall, blas, tvm))
         print(table(rows[-1:]), flush=True)
 
     today = datetime.date.today().isoformat()
@@ -180,8 +226,24 @@ def main() -> None:
             "",
         ]
     )
+    if any(r.tvm is not None for r in rows):
+        tvm_version = next(r.tvm["tvm"] for r in rows if r.tvm is not None)
+        report += "\n".join(
+            [
+                "",
+                f"## Beside TVM MetaSchedule {tvm_version} (same machine, same run)",
+                "",
+                "TVM: `bench/tvm_matmul.py` (MetaSchedule defaults, builds on every core, kernels",
+                "on one thread); a ratio above 1 means tunehub's kernel or tuning is faster.",
+                "",
+                tvm_table(rows),
+                "",
+            ]
+        )
     print()
     print(table(rows))
+    if any(r.tvm is not None for r in rows):
+        print(tvm_table(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"cpu_matmul-{today}.md"
     path.write_text(report)
