@@ -35,7 +35,9 @@ on every thread of the block, so a local declared there is one per thread (a reg
 that lives across phases). `Decl(..., shared=True)` is an array in shared memory, one per
 block; unlike other locals it may hold float16/bfloat16 (storage: a `Store` rounds to it, a
 `Load` reads float32). `Barrier` waits for every thread of the block (`warp=True`: of the
-warp) and makes their memory writes visible; `Wmma` statements drive the tensor cores.
+warp) and makes their memory writes visible; `Wmma` statements drive the tensor cores, and
+`AsyncCopy` statements (sm_80+ `cp.async`) copy global memory into shared memory while the
+thread goes on.
 A GPU function's workspaces are global buffers its caller allocates (see `compiler.kernel`).
 
 Names: tensor and symbol names come from the signature and are mangled by the renderer;
@@ -185,7 +187,8 @@ class Wmma:
 
     * `fragment`: declares fragment `frag` of `use` `a` (a 16x16 tile of A, row-major in
       memory), `b` (of B, column-major: element (k, n) at `n * ld + k`) or `acc` (fp32), of
-      element `dtype` (float16 or bfloat16 for `a`/`b`, float32 for `acc`);
+      element `dtype` (float16 or bfloat16 for `a`/`b`, float32 for `acc`); `layout` (`row`
+      or `col`) overrides the memory layout of an `a` or `b` fragment;
     * `fill`: every element of `frag` set to 0;
     * `load`: `frag` (a or b) from the shared array `buffer` at element `offset`, leading
       dimension `ld` (a multiple of 8; the address 32-byte aligned);
@@ -202,12 +205,48 @@ class Wmma:
     ld: int = 0
     a: str = ""
     b: str = ""
+    layout: str = ""
 
     def __post_init__(self) -> None:
         if self.op not in WMMA_OPS:
             raise ValueError(f"unknown WMMA operation {self.op!r}")
         if self.op == "fragment" and self.use not in WMMA_USES:
             raise ValueError(f"unknown WMMA fragment use {self.use!r}")
+        if self.layout not in ("", "row", "col"):
+            raise ValueError(f"unknown WMMA layout {self.layout!r}")
+
+
+ASYNC_OPS = ("copy", "commit", "wait")
+ASYNC_SIZES = (4, 8, 16)
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncCopy:
+    """GPU, sm_80 and later (`cp.async`): copies from global into shared memory that the
+    thread does not wait for, so the next tile's loads overlap the current tile's math. `op`:
+
+    * `copy`: `size` bytes (4, 8 or 16) from the address of `src` (a `Load` of a global
+      buffer, in that buffer's dtype) into the shared array `buffer` at element `offset`, raw
+      (no conversion); only the first `valid` bytes are read (None: all of them), the rest
+      are zero-filled. Both addresses are `size`-aligned;
+    * `commit`: this thread's copies since the last commit form one group;
+    * `wait`: until at most `pending` of this thread's groups are still in flight. Other
+      threads' copies are visible only after a `Barrier` that follows their waits.
+    """
+
+    op: str
+    buffer: str = ""
+    offset: Expr = ZERO
+    src: Load | None = None
+    size: int = 0
+    valid: Expr | None = None
+    pending: int = 0
+
+    def __post_init__(self) -> None:
+        if self.op not in ASYNC_OPS:
+            raise ValueError(f"unknown async copy operation {self.op!r}")
+        if self.op == "copy" and (self.src is None or self.size not in ASYNC_SIZES):
+            raise ValueError("an async copy needs a source and a size of 4, 8 or 16 bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +258,7 @@ class Prefetch:
     indices: tuple[Expr, ...]
 
 
-Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier | Wmma
+Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier | Wmma | AsyncCopy
 
 
 # ----------------------------------------------------------------------------- functions
@@ -435,13 +474,15 @@ def exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.init,)
     if isinstance(stmt, Wmma) and stmt.op in ("load", "store"):
         return (stmt.offset,)
+    if isinstance(stmt, AsyncCopy) and stmt.src is not None:
+        return (stmt.offset, stmt.src, *(() if stmt.valid is None else (stmt.valid,)))
     return ()
 
 
 def buffers_used(stmt: Stmt) -> set[str]:
     """Names of the buffers and local arrays the tree reads or writes."""
     used = {s.buffer for s in stmts(stmt) if isinstance(s, Store | Prefetch)}
-    used.update(s.buffer for s in stmts(stmt) if isinstance(s, Wmma) and s.buffer)
+    used.update(s.buffer for s in stmts(stmt) if isinstance(s, Wmma | AsyncCopy) and s.buffer)
     used.update(ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e))
     return used
 
@@ -466,6 +507,13 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
         return stmt
     if isinstance(stmt, Wmma):
         return replace(stmt, offset=fn(stmt.offset)) if stmt.op in ("load", "store") else stmt
+    if isinstance(stmt, AsyncCopy):
+        if stmt.src is None:
+            return stmt
+        src = fn(stmt.src)
+        assert isinstance(src, Load), "an async copy's source stays a load"
+        valid = None if stmt.valid is None else fn(stmt.valid)
+        return replace(stmt, offset=fn(stmt.offset), src=src, valid=valid)
     if stmt.init is not None:
         return replace(stmt, init=fn(stmt.init))
     return stmt
@@ -607,9 +655,19 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> str:
         return f"{pad}prefetch {stmt.buffer}[{', '.join(format_expr(i) for i in stmt.indices)}]"
     if isinstance(stmt, Barrier):
         return f"{pad}barrier" + (" (warp)" if stmt.warp else "")
+    if isinstance(stmt, AsyncCopy):
+        if stmt.op == "wait":
+            return f"{pad}async wait {stmt.pending}"
+        if stmt.op == "commit":
+            return f"{pad}async commit"
+        assert stmt.src is not None
+        valid = "" if stmt.valid is None else f" valid={format_expr(stmt.valid)}"
+        head = f"{pad}async copy {stmt.size} {stmt.buffer}[{format_expr(stmt.offset)}]"
+        return f"{head} = {format_expr(stmt.src)}{valid}"
     if isinstance(stmt, Wmma):
         if stmt.op == "fragment":
-            return f"{pad}{stmt.frag}: fragment {stmt.use} {stmt.dtype}"
+            layout = f" {stmt.layout}" if stmt.layout else ""
+            return f"{pad}{stmt.frag}: fragment {stmt.use} {stmt.dtype}{layout}"
         if stmt.op == "mma":
             return f"{pad}mma {stmt.frag} += {stmt.a} x {stmt.b}"
         if stmt.op == "fill":

@@ -38,6 +38,7 @@ from compiler.loop import (
     SHUFFLES,
     THREAD_KINDS,
     Assign,
+    AsyncCopy,
     Barrier,
     Buffer,
     Decl,
@@ -396,6 +397,9 @@ class CStyleRenderer:
 
     def _stmt_Wmma(self, stmt: Wmma, depth: int) -> list[str]:
         raise ValueError(f"{self.language} has no tensor cores")
+
+    def _stmt_AsyncCopy(self, stmt: AsyncCopy, depth: int) -> list[str]:
+        raise ValueError(f"{self.language} has no asynchronous copies")
 
     def _stmt_Prefetch(self, stmt: Prefetch, depth: int) -> list[str]:
         buf = self._buffer(stmt.buffer)

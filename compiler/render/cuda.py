@@ -5,13 +5,17 @@ kernel per launch (`compiler.render.launch`), each taking every argument (inputs
 workspaces, symbols) and bounded by `__launch_bounds__` of its block. Block and thread
 bindings become `const int64_t` copies of `blockIdx`/`threadIdx` (a thread binding smaller
 than the block is guarded), shared arrays `__shared__` arrays (or slices of dynamic shared
-memory past 48 KiB), barriers `__syncthreads()`, shuffles `__shfl_*_sync` over the full warp.
+memory past 48 KiB), barriers `__syncthreads()`, shuffles `__shfl_*_sync` over the full warp,
+asynchronous copies `cp.async` (16-byte ones bypass L1, `.cg`; 4- and 8-byte ones cannot, `.ca`).
 16-bit floats are `__half`/`__nv_bfloat16` converted by the `cuda_fp16.h`/`cuda_bf16.h`
 intrinsics; float32 math is the CUDA math library (`expf`, `erff`, ...). Vector values exist
 only as `float2`/`float4` (and `int2`/`int4`) loads, stores and lanes: no vector arithmetic.
 
 The source also builds with g++ and the CPU emulation header, which defines the CUDA names
-used here; the CUDA headers are only included under nvcc (`__CUDACC__`).
+used here; the CUDA headers are only included under nvcc (`__CUDACC__`). Inline PTX lives only
+in small helpers (`_ptx_helper`), each with a C++ body under the emulator's `TUNEHUB_EMULATE`
+that does the same thing at once: a `cp.async` copies (and zero-fills) immediately, commit and
+wait are empty, and the barrier after the wait stays.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from compiler import dtypes
 from compiler.loop import (
     BLOCK_KINDS,
     THREAD_KINDS,
+    AsyncCopy,
     Decl,
     For,
     Function,
     Wmma,
+    as_expr,
     const_value,
     lanes,
     scalar,
@@ -111,8 +117,8 @@ class CUDARenderer(CStyleRenderer):
             self.launch = launch
             head = f"__launch_bounds__({launch.threads}) {launch.entry}({params})"
             lines.append(f'extern "C" __global__ void {head} {{')
-            if launch.dynamic:
-                lines.append(f"{self.indent}extern __shared__ float4 {_DYNAMIC}[];")
+            if launch.dynamic:  # aligned past what WMMA (32 bytes) and cp.async (16) need
+                lines.append(f"{self.indent}extern __shared__ __align__(128) float4 {_DYNAMIC}[];")
             lines += [*self.stmt(launch.body, 1), "}", ""]
         return lines[:-1]
 
@@ -150,7 +156,10 @@ class CUDARenderer(CStyleRenderer):
         if stmt.op == "fragment":
             use = {"a": "matrix_a", "b": "matrix_b", "acc": "accumulator"}[stmt.use]
             element = self.storage_types[stmt.dtype]
-            layout = {"a": f", {ns}row_major", "b": f", {ns}col_major", "acc": ""}[stmt.use]
+            layout = ""
+            if stmt.use != "acc":
+                major = stmt.layout or ("row" if stmt.use == "a" else "col")
+                layout = f", {ns}{major}_major"
             return [f"{pad}{ns}fragment<{ns}{use}, 16, 16, 16, {element}{layout}> {stmt.frag};"]
         if stmt.op == "fill":
             return [f"{pad}{ns}fill_fragment({stmt.frag}, 0.0f);"]
@@ -162,6 +171,43 @@ class CUDARenderer(CStyleRenderer):
             return [f"{pad}{ns}load_matrix_sync({stmt.frag}, {at}, {stmt.ld});"]
         layout = f"{ns}mem_row_major"
         return [f"{pad}{ns}store_matrix_sync({at}, {stmt.frag}, {stmt.ld}, {layout});"]
+
+    def _stmt_AsyncCopy(self, stmt: AsyncCopy, depth: int) -> list[str]:
+        pad = self.indent * depth
+        if stmt.op == "commit":
+            ptx = '"cp.async.commit_group;\\n" ::: "memory"'
+            return [f"{pad}{self._ptx_helper('cp_async_commit', '', ptx)}();"]
+        if stmt.op == "wait":
+            ptx = f'"cp.async.wait_group {stmt.pending};\\n" ::: "memory"'
+            return [f"{pad}{self._ptx_helper(f'cp_async_wait{stmt.pending}', '', ptx)}();"]
+        assert stmt.src is not None
+        buf = self._buffer(stmt.src.tensor)
+        index = self._index(stmt.src.indices, tuple(as_expr(e) for e in buf.shape))
+        size = stmt.size
+        cache = "cg" if size == 16 else "ca"
+        ptx = (
+            f'"cp.async.{cache}.shared.global [%0], [%1], {size}, %2;\\n" :: '
+            '"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes) : "memory"'
+        )
+        fallback = (
+            "  __builtin_memcpy(dst, src, bytes);\n"
+            f"  __builtin_memset((unsigned char*)dst + bytes, 0, {size} - bytes);"
+        )
+        params = "void* dst, const void* src, int bytes"
+        helper = self._ptx_helper(f"cp_async{size}", params, ptx, fallback)
+        bytes_ = str(size) if stmt.valid is None else f"(int)({self.expr(stmt.valid)})"
+        dst = f"{stmt.buffer} + {self.expr(stmt.offset)}"
+        return [f"{pad}{helper}({dst}, {self.name(buf.name)} + {index}, {bytes_});"]
+
+    def _ptx_helper(self, name: str, params: str, ptx: str, fallback: str = "") -> str:
+        """A device helper running inline PTX `ptx` (the operands of `asm volatile`) on the
+        GPU and the C++ `fallback` (nothing where empty) under the CPU emulator."""
+        device = f"  asm volatile({ptx});"
+        if fallback:
+            body = f"#ifdef TUNEHUB_EMULATE\n{fallback}\n#else\n{device}\n#endif"
+        else:
+            body = f"#ifndef TUNEHUB_EMULATE\n{device}\n#endif"
+        return self._helper(name, "void", params, body)
 
     def shuffle(self, fn: str, value: str, offset: str, dtype: str) -> str:
         dtype = compute(dtype)

@@ -5,15 +5,19 @@ an estimate: `__launch_bounds__` makes nvcc fit a block's registers into the reg
 spilling, which compiles but runs slowly, so configs whose estimate does not fit are rejected
 as well. An arch this table does not know (or none, "whatever the workers have") gets sm_80's
 limits, the smallest of the architectures tunehub targets by default.
+
+Features come with the compute capability (`capability`): `cp.async` (`ASYNC_COPY`) from sm_80.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from schemas.target import Target
 
 KIB = 1024
+ASYNC_COPY = 80  # cp.async: global-to-shared copies that run in the background
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,13 @@ LIMITS = {
 
 def limits_for(target: Target) -> DeviceLimits:
     return LIMITS.get(target.arch or "sm_80", LIMITS["sm_80"])
+
+
+def capability(target: Target) -> int:
+    """The target's compute capability as a number (`sm_86`: 86), 0 where unknown (no arch:
+    whatever the workers have, so no feature can be counted on)."""
+    match = re.match(r"^sm_(\d+)", target.arch or "")
+    return 0 if match is None else int(match.group(1))
 
 
 def block_error(

@@ -129,7 +129,8 @@ def test_renders_wmma_calls_and_16_bit_shared_tiles() -> None:
         "#include <mma.h>",
         "__shared__ __align__(32) __nv_bfloat16",
         "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,",
-        "nvcuda::wmma::col_major>",
+        # B[k, n] keeps its layout in shared memory: a row-major B fragment
+        "matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major>",
         "nvcuda::wmma::mma_sync(",
         "nvcuda::wmma::store_matrix_sync(",
         "__syncwarp();",

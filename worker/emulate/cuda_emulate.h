@@ -16,7 +16,9 @@
 // buffer. A thread that returns leaves those barriers (as exited threads do on the GPU), so
 // `if (i >= n) return;` before `__syncthreads()` works.
 //
-// Limits: no inline PTX (guard it with `#ifdef __CUDA_ARCH__` or `#ifndef TUNEHUB_EMULATE`);
+// Limits: no inline PTX (guard it with `#ifdef __CUDA_ARCH__` or `#ifndef TUNEHUB_EMULATE`; the
+// CUDA renderer keeps its `cp.async` PTX in helpers whose C++ body under TUNEHUB_EMULATE copies
+// at once, as `__pipeline_memcpy_async` below does);
 // warp operations must be called by every live lane of the warp (their mask is not honoured);
 // blocks of one launch cannot wait on each other (no grid sync, no spin locks between blocks);
 // `extern __shared__` arrays are rewritten by the emulator's build step (`T name[]` cannot

@@ -10,6 +10,8 @@ stored.
   `bk` staged in shared memory; `vec` reads 4-element runs as `float4` where alignment is
   provable; `double` buffers the slices (register prefetch, one barrier per slice);
   `split_k` slices k over grid z with a second kernel summing the slices (for small M x N);
+  `async_copy` (with `double`; only on sm_80 and later where a side is a raw read of the
+  accumulator's type, e.g. float32 data) copies raw sides' next slices with `cp.async`;
 * `gemv` (`gemv.py`): a warp per `gemv_cols` columns, k split over lanes in runs of `gemv_vec`,
   `gemv_rows` rows per pass, `gemv_warps` warps per block (for M of 1..8; offered where M is
   symbolic or at most 64);
@@ -18,7 +20,10 @@ stored.
   `wmma_warps` warps, each `wmma_frags` fragments tall. Offered only where both factor sides
   stage as the same 16-bit float type (`wmma.staged`), the accumulator is float32 and the
   arch has the instructions (float16 from sm_70, bfloat16 from sm_80); its knobs exist only
-  then, so the spaces of other contractions are unchanged.
+  then, so the spaces of other contractions are unchanged. `wmma_stages` (2 or 3: a `cp.async`
+  pipeline of that many shared buffers per tile) exists only on sm_80 and later where a side
+  is a raw 16-bit read that can be copied as it is (a side with a transforming prologue, e.g.
+  int4 dequantization, keeps the register path); the check counts every stage's shared memory.
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
 kernel); `canonical` resets them, so that sampling and mutation reach both kernels. `check`
@@ -39,8 +44,14 @@ from compiler.schedule.gpu.fallback import naive_kernel
 from compiler.schedule.gpu.gemv import Gemv
 from compiler.schedule.gpu.operands import Operands, operands
 from compiler.schedule.gpu.reduction import Reduction
-from compiler.schedule.gpu.tiles import SIDES, Shape, Tiled, vectorized
-from compiler.schedule.gpu.wmma import WmmaKernel, WmmaShape, staged, tensor_cores
+from compiler.schedule.gpu.tiles import SIDES, Shape, Tiled, async_tiles, vectorized
+from compiler.schedule.gpu.wmma import (
+    WmmaKernel,
+    WmmaShape,
+    async_copies,
+    staged,
+    tensor_cores,
+)
 from compiler.schedule.stage import Context, Schedule
 from compiler.space.limits import block_error, limits_for
 from compiler.space.space import Config, Knob
@@ -56,6 +67,7 @@ TILED: dict[str, tuple[Knob, ...]] = {
     "vec": (False, True),
     "double": (False, True),
 }
+TILED_ASYNC: dict[str, tuple[Knob, ...]] = {"async_copy": (False, True)}
 GEMV: dict[str, tuple[Knob, ...]] = {
     "gemv_cols": (1, 2, 4, 8),
     "gemv_warps": (4, 1, 2, 8),
@@ -68,6 +80,7 @@ WMMA: dict[str, tuple[Knob, ...]] = {
     "wmma_warps": (4, 8),
     "wmma_frags": (2, 1, 4),
 }
+WMMA_ASYNC: dict[str, tuple[Knob, ...]] = {"wmma_stages": (1, 2, 3)}
 MODES = ("plain", "tiled", "gemv")
 GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
 GEMV_MAX_ROWS = 64  # and the space offers it up to this many (or any number of symbolic rows)
@@ -84,11 +97,14 @@ class Contraction(Schedule):
         ops = operands(stage, found)
         rows = const_value(ops.rows.extent)
         wmma = ("wmma",) if _tensor_cores(ops, target) else ()
+        tiled = {**TILED, **(TILED_ASYNC if async_tiles(ops, target) else {})}
         extra = WMMA if wmma else {}
+        if wmma and async_copies(ops, target):
+            extra = {**WMMA, **WMMA_ASYNC}
         if rows is not None and rows > GEMV_MAX_ROWS:  # the weights would be read rows / 8 times
             gemv = {k: v[:1] for k, v in GEMV.items()}
-            return {"mode": (*MODES[:2], *wmma), **TILED, **gemv, **extra}
-        return {"mode": (*MODES, *wmma), **TILED, **GEMV, **extra}
+            return {"mode": (*MODES[:2], *wmma), **tiled, **gemv, **extra}
+        return {"mode": (*MODES, *wmma), **tiled, **GEMV, **extra}
 
     def naive(self, stage: Stage, target: Target) -> Config:
         if plan(stage) is None:
@@ -160,10 +176,10 @@ class Contraction(Schedule):
 def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
     """The knobs the config's mode does not use."""
     return {
-        "plain": {**TILED, **GEMV, **WMMA},
-        "tiled": {**GEMV, **WMMA},
-        "gemv": {**TILED, **WMMA},
-        "wmma": {**TILED, **GEMV},
+        "plain": {**TILED, **TILED_ASYNC, **GEMV, **WMMA, **WMMA_ASYNC},
+        "tiled": {**GEMV, **WMMA, **WMMA_ASYNC},
+        "gemv": {**TILED, **TILED_ASYNC, **WMMA, **WMMA_ASYNC},
+        "wmma": {**TILED, **TILED_ASYNC, **GEMV},
     }[str(config["mode"])]
 
 
@@ -178,13 +194,15 @@ def _check_wmma(ops: Operands, shape: WmmaShape, target: Target) -> str | None:
     error = shape.error()
     if error is not None:
         return error
+    if shape.stages > 1 and not async_copies(ops, target):
+        return "cp.async stages need sm_80 or later and a side copied raw"
     limits = limits_for(target)
     rows, batch = const_value(ops.rows.extent), const_value(ops.batch.extent)
     if rows is not None and -(-rows // shape.bm) > limits.grid_yz:
         return f"{-(-rows // shape.bm)} row tiles (grid y holds {limits.grid_yz})"
     if batch is not None and batch > limits.grid_yz:
         return f"{batch} batch slices (grid z holds {limits.grid_yz})"
-    return block_error(target, shape.threads, shape.shared_bytes(), shape.registers())
+    return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
 
 
 def _check_tiled(ops: Operands, shape: Shape, target: Target) -> str | None:
@@ -197,6 +215,8 @@ def _check_tiled(ops: Operands, shape: Shape, target: Target) -> str | None:
             return f"the {side} tile does not split evenly over {shape.threads} threads"
     if shape.vec and not any(vectorized(ops, side, shape) for side in SIDES):
         return "no tile side can be read as aligned 4-element vectors"
+    if shape.async_copy and not (shape.double and async_tiles(ops, target)):
+        return "async_copy needs double, sm_80 or later and a side copied raw"
     k = const_value(ops.k.extent)
     if shape.split > 1 and k is not None and (shape.split - 1) * shape.bk >= k:
         return f"split_k={shape.split} leaves slices of k={k} empty"

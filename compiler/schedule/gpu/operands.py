@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.analysis import Stage
-from compiler.ir import Expr, Program, loads, substitute
+from compiler.ir import Cast, Expr, Load, Program, loads, substitute
 from compiler.loop import as_expr
 from compiler.schedule.gemm import Group, Plan
 from compiler.schedule.vectorize import depends
@@ -52,6 +52,15 @@ class Operands:
 
     def col_value(self, batch: Expr, col: Expr, k: Expr) -> Expr:
         return substitute(self.col_side, self.at(batch, None, col, k))
+
+    def raw(self, side: str) -> Load | None:
+        """`side`'s read where the side is nothing but one read (widened to the accumulator
+        at most): its tile can be copied from memory as it is (`cp.async`), where it has the
+        tile's element type."""
+        expr = self.row_side if side == "row" else self.col_side
+        while isinstance(expr, Cast) and expr.dtype == self.acc:
+            expr = expr.x
+        return expr if isinstance(expr, Load) else None
 
     def k_inner(self, side: str) -> bool:
         """Whether `side`'s reads walk memory along k (their last index follows k and not the

@@ -13,7 +13,12 @@ elements as 0; a barrier; the register tile accumulates `bk` outer products; a b
 `double`, the next slice's values are loaded into registers before the current slice is
 computed and stored into the other shared buffer after it, hiding the global load latency
 with one barrier per slice. With `vec`, each load of 4 consecutive elements along the walked
-axis is one `float4` read.
+axis is one `float4` read. With `async_copy` (sm_80 and later, with `double`), a raw side (a
+plain read of the accumulator's type: float32 data) is not held in registers: the next slice
+is copied straight into the other buffer by `cp.async` (a `vec` run along the tile's lanes as
+one 16-byte copy, otherwise element by element, since the tile may be transposed), committed
+before the current slice is computed and waited for after it; out-of-range elements are
+zero-filled by the copy. A side whose prologue transforms its values keeps the register path.
 
 The store applies the epilogue (bias, activation, residual, casts) per element, clipped at
 the edges. With split-K (`split` > 1) each z slice sums its share of k into a workspace of
@@ -27,7 +32,9 @@ from dataclasses import dataclass
 from compiler.dtypes import INDEX, itemsize
 from compiler.ir import Binary, Call, Const, Expr, Load, Var, substitute
 from compiler.loop import (
+    ASYNC_SIZES,
     Assign,
+    AsyncCopy,
     Barrier,
     Decl,
     For,
@@ -61,7 +68,9 @@ from compiler.schedule.gpu.blocks import (
 from compiler.schedule.gpu.operands import Operands
 from compiler.schedule.gpu.vectors import VEC, aligned, scalarized
 from compiler.schedule.stage import Context, nest
+from compiler.space.limits import ASYNC_COPY, capability
 from compiler.space.space import Config
+from schemas.target import Target
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class Shape:
     split: int
     vec: bool
     double: bool
+    async_copy: bool = False
 
     @classmethod
     def of(cls, config: Config) -> Shape:
@@ -88,6 +98,7 @@ class Shape:
             int(config["split_k"]),
             bool(config["vec"]),
             bool(config["double"]),
+            bool(config.get("async_copy", False)),
         )
 
     @property
@@ -132,6 +143,20 @@ def walked(ops: Operands, side: str) -> tuple[str, Expr] | None:
     return group.axes[0], group.extents[0]
 
 
+def copyable(ops: Operands, side: str) -> Load | None:
+    """`side`'s read where the side is that read of data of the accumulator's type (of a size
+    `cp.async` copies): its tile can be copied raw."""
+    load = ops.raw(side)
+    if load is None or load.dtype != ops.acc or itemsize(ops.acc) not in ASYNC_SIZES:
+        return None
+    return load
+
+
+def async_tiles(ops: Operands, target: Target) -> bool:
+    """Whether `async_copy` has a side to copy on `target`."""
+    return capability(target) >= ASYNC_COPY and any(copyable(ops, side) for side in SIDES)
+
+
 def vectorized(ops: Operands, side: str, shape: Shape) -> Expr | None:
     """`side` as 4-lane vector loads along its walked axis, or None where the alignment of
     such loads cannot be proven or the tile does not split into whole vectors."""
@@ -152,6 +177,7 @@ class Tiled:
         self.tx = bind(ctx, "tx", shape.bn // shape.tn, "threadIdx.x")
         self.tiles = {side: ctx.fresh("As" if side == "row" else "Bs") for side in SIDES}
         self.vectors = {side: vectorized(ops, side, shape) if shape.vec else None for side in SIDES}
+        self.copied = {side: copyable(ops, side) if shape.async_copy else None for side in SIDES}
         self.shape = tuple(as_expr(e) for e in ops.stage.shape)
         self.partial = ""
         if shape.split > 1:  # raw partial sums, slice by slice, each in the output's layout
@@ -218,21 +244,31 @@ class Tiled:
         return For(t, count, body)
 
     def _double(self, count: Expr, accs: list[list[str]]) -> Stmt:
-        """Slice t computes from buffer t % 2 while slice t + 1 is read into registers, then
-        stored into the other buffer: one barrier per slice."""
+        """Slice t computes from buffer t % 2 while slice t + 1 is read into registers (or
+        copied asynchronously), then stored into the other buffer: one barrier per slice."""
         ctx, s, acc = self.ctx, self.s, self.ops.acc
         t = ctx.fresh("t")
-        held = {side: [ctx.fresh("g") for _ in range(s.loads(side))] for side in SIDES}
+        held = {
+            side: [ctx.fresh("g") for _ in range(s.loads(side))]
+            for side in SIDES
+            if self.copied[side] is None
+        }
         k_next = add(self.k_begin, mul(add(var(t), const(1)), const(s.bk)))
         more = less(add(var(t), const(1)), count)
         current = mod(var(t), 2)
+        other = sub(const(1), current)
+        copies = any(self.copied.values())
+        commit = [AsyncCopy("commit")] if copies else []
+        wait = [AsyncCopy("wait")] if copies else []
         step = seq(
-            guard(more, self._load(k_next, None, held)),
+            guard(more, self._load(k_next, other, held)),
+            *commit,
             self._compute(accs, current),
-            guard(more, self._stash(held, sub(const(1), current))),
+            *wait,
+            *([guard(more, self._stash(held, other))] if held else []),
         )
-        decls = [Decl(name, acc) for side in SIDES for name in held[side]]
-        first = self._threads(self._load(self.k_begin, const(0)))
+        decls = [Decl(name, acc) for names in held.values() for name in names]
+        first = self._threads(seq(self._load(self.k_begin, const(0)), *commit, *wait))
         loop = For(t, count, seq(self._threads(step), Barrier()))
         return seq(*decls, first, Barrier(), loop)
 
@@ -261,17 +297,14 @@ class Tiled:
     ) -> list[tuple[list[Stmt], list[tuple[Expr, Expr]], Expr | None]]:
         """This thread's loads of `side` at k slice `k0`, one entry per run: the locals it
         declares, (shared offset, value) per element, and the run's range condition."""
-        ops, s = self.ops, self.s
+        ops = self.ops
         found = self.vectors[side]
         run = VEC if found is not None else 1
         along_k = ops.k_inner(side)
-        group = ops.rows if side == "row" else ops.cols
         start = self.row0 if side == "row" else self.col0
         out = []
         for lane, kk in self._slots(side, run):
             position, k = add(start, lane), add(k0, kk)
-            conds = [] if covers(group.extent, s.width(side)) else [less(position, group.extent)]
-            conds += [] if self.k_whole else [less(k, self.k_end)]
             if found is None:
                 values = [self._value(side, position, k)]
                 decls: list[Stmt] = []
@@ -282,15 +315,53 @@ class Tiled:
                 point[axis[0]] = k if along_k else position
                 vector_decls, values = scalarized(substitute(found, point), VEC, self.ctx.fresh)
                 decls = list(vector_decls)
-            offsets = [
-                add(
-                    mul(add(kk, const(n)) if along_k else kk, const(self.ld[side])),
-                    lane if along_k else add(lane, const(n)),
-                )
-                for n in range(run)
-            ]
-            out.append((decls, list(zip(offsets, values, strict=True)), all_of(conds)))
+            offsets = [self._offset(side, lane, kk, n) for n in range(run)]
+            out.append(
+                (decls, list(zip(offsets, values, strict=True)), self._bounds(side, position, k))
+            )
         return out
+
+    def _offset(self, side: str, lane: Expr, kk: Expr, n: int) -> Expr:
+        """The tile offset of element `n` of the run at (lane, k offset) along the walked
+        axis."""
+        if self.ops.k_inner(side):
+            return add(mul(add(kk, const(n)), const(self.ld[side])), lane)
+        return add(mul(kk, const(self.ld[side])), add(lane, const(n)))
+
+    def _bounds(self, side: str, position: Expr, k: Expr) -> Expr | None:
+        """The condition under which a tile element (or run) is inside the operand (None:
+        always)."""
+        group = self.ops.rows if side == "row" else self.ops.cols
+        conds = [] if covers(group.extent, self.s.width(side)) else [less(position, group.extent)]
+        conds += [] if self.k_whole else [less(k, self.k_end)]
+        return all_of(conds)
+
+    def _copy(self, side: str, k0: Expr, buffer: Expr) -> Stmt:
+        """This thread's share of raw `side`'s tile at k slice `k0` as `cp.async` copies into
+        shared `buffer`, out-of-range elements zero-filled: a run along the tile's lanes in
+        one copy, a run along k (a transposed tile) element by element."""
+        ops = self.ops
+        load = self.copied[side]
+        assert load is not None
+        run = VEC if self.vectors[side] is not None else 1
+        start = self.row0 if side == "row" else self.col0
+        size = itemsize(ops.acc)
+        # (element, count) per copy; runs along k are element by element, 1 apart along k.
+        pieces = [(n, 1) for n in range(run)] if ops.k_inner(side) else [(0, run)]
+        tile, base = self.tiles[side], self._base(side, buffer)
+        stmts: list[Stmt] = []
+        for lane, kk in self._slots(side, run):
+            position, k = add(start, lane), add(k0, kk)
+            cond = self._bounds(side, position, k)
+            for n, count in pieces:
+                src = substitute(load, self._point(side, position, add(k, const(n))))
+                assert isinstance(src, Load)
+                valid: Expr | None = None
+                if cond is not None:
+                    valid = Call("where", (cond, const(count * size), const(0)), INDEX)
+                at = add(base, self._offset(side, lane, kk, n))
+                stmts.append(AsyncCopy("copy", tile, at, src, count * size, valid))
+        return seq(stmts)
 
     def _point(self, side: str, position: Expr, k: Expr) -> dict[str, Expr]:
         if side == "row":
@@ -301,17 +372,19 @@ class Tiled:
         expr = self.ops.row_side if side == "row" else self.ops.col_side
         return substitute(expr, self._point(side, position, k))
 
-    def _load(
-        self, k0: Expr, buffer: Expr | None, held: dict[str, list[str]] | None = None
-    ) -> Stmt:
+    def _load(self, k0: Expr, buffer: Expr, held: dict[str, list[str]] | None = None) -> Stmt:
         """This thread's loads of both tiles at k slice `k0`, out-of-range elements as 0:
-        into shared `buffer`, or (None) into the registers `held`."""
+        into shared `buffer`, or into the registers `held` where given (a copied side is
+        always copied into `buffer`)."""
         zero = Const(0, self.ops.acc)
         stmts: list[Stmt] = []
         for side in SIDES:
+            if self.copied[side] is not None:
+                stmts.append(self._copy(side, k0, buffer))
+                continue
             names = iter(held[side] if held else [])
             for decls, elements, cond in self._elements(side, k0):
-                if buffer is None:
+                if held is not None:
                     targets = [next(names) for _ in elements]
                     writes: list[Stmt] = [
                         Assign(name, value)
@@ -327,9 +400,9 @@ class Tiled:
         return seq(stmts)
 
     def _stash(self, held: dict[str, list[str]], buffer: Expr) -> Stmt:
-        """Store the registers `held` (filled by `_load(..., None, held)`) into `buffer`."""
+        """Store the registers `held` (filled by `_load(..., held)`) into `buffer`."""
         stmts: list[Stmt] = []
-        for side in SIDES:
+        for side in held:
             names = iter(held[side])
             tile, base = self.tiles[side], self._base(side, buffer)
             for _, elements, _ in self._elements(side, const(0)):

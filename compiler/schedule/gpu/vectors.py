@@ -33,16 +33,25 @@ def aligned(
     for node in _nodes(found):
         if not isinstance(node, Load) or lanes(node.dtype) == 1:
             continue
-        if scalar(node.dtype) not in VECTOR_ELEMENTS:
-            return None
-        last = node.indices[-1]
-        shape = shapes[node.tensor] if shapes is not None else ()
-        row = const_value(shape[-1]) if shape else None
-        if len(shape) > 1 and (row is None or row % width):
-            return None  # rows would not start at multiples of `width`
-        if not _offset_aligned(last, axis, width):
+        if scalar(node.dtype) not in VECTOR_ELEMENTS or not aligned_run(node, axis, width, shapes):
             return None
     return found
+
+
+def aligned_run(
+    load: Load, axis: str, width: int, shapes: dict[str, tuple[Expr, ...]] | None
+) -> bool:
+    """Whether `load` at `width` consecutive values of `axis` (from a multiple of `width`)
+    reads consecutive elements starting at a multiple of `width` of its buffer (`shapes` as
+    in `aligned`)."""
+    *outer, last = load.indices
+    if any(depends(i, (axis,)) for i in outer):
+        return False
+    shape = shapes[load.tensor] if shapes is not None else ()
+    row = const_value(shape[-1]) if shape else None
+    if len(shape) > 1 and (row is None or row % width):
+        return False  # rows would not start at multiples of `width`
+    return _offset_aligned(last, axis, width)
 
 
 def _offset_aligned(index: Expr, axis: str, width: int) -> bool:
