@@ -16,9 +16,9 @@ keeps the faster session (both stay in the file, and the report says how much th
 propose -> "measure" -> notify) over a space restricted to the measured configs, where a
 measurement is a lookup: sampling draws from them and a mutation moves to a nearest measured
 config (fewest knobs changed). It reports the trials each strategy needs to come within 5% and
-1% of the best measured config (median over seeds), the model's ranking quality on held-out
-records (Kendall tau, top-k recall), and writes docs/benchmarks/search_replay-<date>.md with a
-convergence plot (.svg) beside it.
+1% of the best measured config (median over seeds), the ranking quality of the model and of
+the roofline estimate on held-out records (Kendall tau, top-k recall), and writes
+docs/benchmarks/search_replay-<date>.md with a convergence plot (.svg) beside it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit  # noqa: E402
 from compiler import features, search  # noqa: E402
-from compiler.cost_model import XGBModel, kendall_tau, normalized_throughput, top_k_recall  # noqa: E402
+from compiler.cost_model import (  # noqa: E402
+    XGBModel,
+    kendall_tau,
+    normalized_throughput,
+    roofline,
+    top_k_recall,
+)
+from compiler.cost_model.xgb_model import Objective  # noqa: E402
 from compiler.program import load  # noqa: E402
 from compiler.search import Guide, RandomSearch, SearchStrategy, TrainingSet  # noqa: E402
 from compiler.space import space_for  # noqa: E402
@@ -394,12 +401,17 @@ def replay_workload(pool: Pool, others: Sequence[Pool], seeds: int, curve_length
 # ----------------------------------------------------------------------------- ranking
 
 
+NO_RECORDS = "no records: the roofline estimate"
+OBJECTIVES: tuple[Objective, ...] = ("rank", "regression")
+
+
 def ranking_quality(
     pool: Pool, others: Sequence[Pool], splits: int, k: int
 ) -> dict[tuple[str, str], tuple[float, float]]:
     """(Kendall tau, top-k recall) on held-out halves of the pool, mean over `splits` random
-    halves, per (training set, objective): own records (64, or the whole other half), the
-    other workloads only, and both."""
+    halves, per (training set, objective): no records (the roofline estimate, the same for
+    both objectives), own records (64, or the whole other half), the other workloads only,
+    and both."""
     prior = training_set(others)
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     n = len(pool.configs)
@@ -407,6 +419,11 @@ def ranking_quality(
         order = np.random.default_rng(split).permutation(n)
         train, test = order[: n // 2], order[n // 2 :]
         truth = normalized_throughput([pool.latencies[i] for i in test], [0] * len(test))
+        estimated = roofline.estimate(pool.features[test])
+        for objective in OBJECTIVES:
+            results.setdefault((NO_RECORDS, objective), []).append(
+                (kendall_tau(estimated, truth), top_k_recall(estimated, truth, k))
+            )
         sets = {
             "64 own": (train[:64], TrainingSet()),
             f"{n // 2} own": (train, TrainingSet()),
@@ -414,7 +431,7 @@ def ranking_quality(
             "other workloads + 64 own": (train[:64], prior),
         }
         for label, (own, extra) in sets.items():
-            for objective in ("rank", "regression"):
+            for objective in OBJECTIVES:
                 model = XGBModel(objective, seed=split)
                 model.fit(
                     [*extra.features, *pool.features[own].tolist()],

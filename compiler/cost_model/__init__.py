@@ -1,5 +1,6 @@
 """Cost models: predict which configs of a workload run faster (see `cost_model.py`)."""
 
+from compiler.cost_model import roofline
 from compiler.cost_model.cost_model import CostModel, informative, normalized_throughput
 from compiler.cost_model.metric import kendall_tau, top_k_recall
 from compiler.cost_model.random_model import RandomModel
@@ -12,5 +13,6 @@ __all__ = [
     "informative",
     "kendall_tau",
     "normalized_throughput",
+    "roofline",
     "top_k_recall",
 ]

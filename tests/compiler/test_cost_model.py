@@ -1,5 +1,6 @@
 """Cost models: targets normalized within a workload, XGBoost that ranks faster configs higher on
-records it never saw (synthetic and measured), metrics, and save/load."""
+records it never saw (synthetic and measured), the roofline estimate that ranks configs with no
+records at all, metrics, and save/load."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from compiler.cost_model import (
     informative,
     kendall_tau,
     normalized_throughput,
+    roofline,
     top_k_recall,
 )
 from compiler.program import load
+from compiler.space import space_for
 from schemas.target import Target
 
 ROOT = Path(__file__).parents[2]
@@ -97,6 +100,42 @@ def test_ranks_measured_configs_it_never_saw(objective: str) -> None:
     tenth = len(test) // 10
     assert scores[ranked[:tenth]].min() > scores[ranked[-tenth:]].max()
     assert kendall_tau(scores, truth) > 0.4
+
+
+@pytest.mark.parametrize(("example", "symbols"), [("matmul_128", {}), ("int4_matmul", {"M": 8})])
+def test_the_estimate_ranks_a_register_tiled_kernel_above_the_naive_loop_nest(
+    example: str, symbols: dict[str, int]
+) -> None:
+    program = load((ROOT / "examples" / f"{example}.json").read_text())
+    target = Target(kind="cpu", isa="x86_64-avx512")
+    space = space_for(program, target)
+    naive, tiled = (
+        list(features.extract(program, target, c, symbols).values())
+        for c in (space.naive(), space.default())
+    )
+    slow, fast = roofline.estimate([naive, tiled])
+    assert fast > slow + 2  # over 4x fewer cycles
+
+
+def test_the_estimate_charges_traffic_to_the_cache_that_holds_the_working_set() -> None:
+    """Two configs with the same compute: the one whose loops re-read their bytes from a
+    working set too large for any cache is estimated slower."""
+    names = features.feature_names()
+    cached = dict.fromkeys(names, 0.0)
+    cached.update({"hot_log_iterations": 20.0, "log_touched_2": 10.0})
+    cached.update({f"flops_per_byte_{n}": 0.1 for n in range(1, features.LEVELS)})
+    cached[f"flops_per_byte_{features.LEVELS}"] = 10.0  # the outer loops reuse what they read
+    streamed = {**cached, "log_touched_2": 34.0}
+    small, large = roofline.estimate([[v[n] for n in names] for v in (cached, streamed)])
+    assert small > large
+    with pytest.raises(ValueError, match="compiler features"):
+        roofline.estimate([[0.0, 1.0]])
+
+
+def test_the_estimate_orders_measured_configs_without_any_records() -> None:
+    x, latencies = measured("matmul_512")
+    truth = normalized_throughput(latencies, [0] * len(latencies))
+    assert kendall_tau(roofline.estimate(x), truth) > 0.4
 
 
 def test_save_and_load_give_the_same_predictions() -> None:

@@ -1,5 +1,6 @@
-"""Model-guided search: never proposes a known config, learns from what it measured, and with
-other workloads' records (transfer) chooses even its first batch well."""
+"""Model-guided search: never proposes a known config, learns from what it measured, chooses its
+first batch by the roofline estimate (still exploring) or, with other workloads' records
+(transfer), by a model."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler import features, search
-from compiler.cost_model import RandomModel, XGBModel
+from compiler.cost_model import RandomModel, XGBModel, roofline
 from compiler.program import load
 from compiler.search import Guide, ModelGuidedSearch, TrainingSet
 from compiler.search.model_guided import knob_features
@@ -83,7 +84,9 @@ def test_the_model_steers_the_search_toward_what_it_measured_fast() -> None:
     for name, model in (("xgb", XGBModel), ("random", RandomModel)):
         totals[name] = sum(
             best_after(
-                ModelGuidedSearch(space, seed=seed, guide=Guide(knob_features(space), model())),
+                ModelGuidedSearch(
+                    space, seed=seed, guide=Guide(knob_features(space), model(), estimate=None)
+                ),
                 trials=40,
             )
             for seed in range(6)
@@ -92,7 +95,8 @@ def test_the_model_steers_the_search_toward_what_it_measured_fast() -> None:
 
 
 def test_transfer_chooses_the_first_batch_from_other_workloads_records() -> None:
-    """Records of matmul_512 train the model that picks matmul_128's very first batch."""
+    """Records of matmul_512 train the model that picks matmul_128's very first batch (no
+    estimate: the synthetic objective is one the roofline knows nothing of)."""
     rng = random.Random(2)
     configs = [real_space("matmul_512").sample(rng) for _ in range(150)]
     featurize = program_features("matmul_512")
@@ -102,7 +106,7 @@ def test_transfer_chooses_the_first_batch_from_other_workloads_records() -> None
         ["matmul_512"] * len(configs),
     )
     space = real_space()
-    guide = Guide(program_features("matmul_128"), XGBModel(), prior)
+    guide = Guide(program_features("matmul_128"), XGBModel(), prior, estimate=None)
     strategy = search.create("model", space, seed=3, guide=guide)
     first = [tile_latency(c) for c in strategy.propose(8)]
     uniform = [tile_latency(space.sample(rng)) for _ in range(400)]
@@ -115,3 +119,22 @@ def test_without_anything_to_learn_from_it_proposes_at_random() -> None:
     assert not strategy.guide.model.trained
     batch = strategy.propose(8)
     assert len(batch) == 8 and all(space.check(c) is None for c in batch)
+
+
+def test_with_no_records_the_first_batch_follows_the_estimate_and_still_explores() -> None:
+    space = real_space()
+    featurize = program_features("matmul_128")
+    strategy = ModelGuidedSearch(space, seed=5, guide=Guide(featurize))
+    assert not strategy.guide.model.trained
+    batch = strategy.propose(8)
+    assert len(batch) == 8 and len({space.key(c) for c in batch}) == 8
+
+    def estimated(configs: list[Config]) -> np.ndarray:
+        return roofline.estimate([list(featurize(c)) for c in configs])
+
+    rng = random.Random(6)
+    top_tenth = np.quantile(estimated([space.sample(rng) for _ in range(200)]), 0.9)
+    scores = estimated(batch)
+    greedy = len(batch) - round(len(batch) * strategy.explore)
+    assert (scores[:greedy] >= top_tenth).all()  # not uniform: the estimate's favourites
+    assert scores[greedy:].min() < scores[:greedy].min()  # and a uniform draw besides
