@@ -1,6 +1,7 @@
 """The tunehub client side: the SDK of a tunehub server (`Client`), `load_kernel` for exported
-kernels, and the `tunehub` CLI (`client.cli`)."""
+kernels (and dispatch directories of several), and the `tunehub` CLI (`client.cli`)."""
 
+from client.dispatch import DispatchKernel
 from client.kernel import CompiledKernel, load_kernel, save_kernel
 from client.sdk import (
     ApiError,
@@ -16,6 +17,7 @@ __all__ = [
     "Client",
     "ClientError",
     "CompiledKernel",
+    "DispatchKernel",
     "NotFoundError",
     "ServerUnreachable",
     "TuningTimeout",

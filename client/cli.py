@@ -24,21 +24,28 @@ from rich.table import Table
 
 from client.commands import cuda, remote, services
 from client.commands.common import (
+    TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
     one_line,
     parse_symbols,
+    parse_weights,
     read_signature,
     seconds,
+    show_dispatch,
+    symbol_option,
+    symbol_tasks,
+    symbols_text,
 )
 from compiler.search import STRATEGIES
-from schemas.api import DEFAULT_STRATEGY
+from schemas.api import DEFAULT_STRATEGY, RecordView
 from schemas.signature import TaskSignature
 from schemas.target import Target
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
+    from client.dispatch import KernelFiles
     from compiler.ir import Program
     from server.tuner import Progress, TuningSummary
 
@@ -109,13 +116,7 @@ def validate(signature_file: Path) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress bar.")
 @click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
-@click.option(
-    "--symbol",
-    "symbol_args",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Symbol value to tune for (default: each symbol at 64, clamped).",
-)
+@symbol_option(TUNE_SYMBOL_HELP, lists=True)
 @click.option(
     "--threads", type=click.IntRange(min=1), help="Threads kernels run with (default: every core)."
 )
@@ -137,20 +138,19 @@ def tune(
 ) -> None:
     """Tune task signatures on this machine and report naive vs best.
 
-    With several signatures the trial budget is shared: each batch goes to the task expected
-    to cut the weighted total latency most, and a task that stops improving stops early.
+    Several signatures, or several symbol values (--symbol M=1,8,32), are several tasks on one
+    trial budget: each batch goes to the task expected to cut the weighted total latency most,
+    and a task that stops improving stops early.
     """
     from server.db.session import session_scope
-    from server.tuner import LocalExecutor, Tuner, submit
+    from server.tuner import LocalExecutor, Tuner, resolve_symbols, submit
     from worker import device
 
     loaded = [_load_signature(path) for path in signature_files]
-    weights = _weights(weights_text, len(loaded))
+    weights = parse_weights(weights_text, len(loaded))
     target = _target(target_text)
-    if len(loaded) == 1:
-        all_symbols = [_symbols(loaded[0][1], symbol_args)]
-    else:
-        all_symbols = _task_symbols([program for _, program in loaded], symbol_args)
+    tasks = symbol_tasks([signature for signature, _ in loaded], symbol_args)
+    task_weights = [weights[index] for index, _ in tasks]  # every value of a layer: its weight
     sessions = _sessions(db_url)
     with LocalExecutor() as executor:
         try:
@@ -159,13 +159,13 @@ def tune(
                 tuning_ids = [
                     submit(
                         s,
-                        signature=signature,
+                        signature=loaded[index][0],
                         target=target,
-                        symbols=symbols,
+                        symbols=resolve_symbols(loaded[index][1], symbols),
                         trials=trials,
                         strategy=strategy,
                     )
-                    for (signature, _), symbols in zip(loaded, all_symbols, strict=True)
+                    for index, symbols in tasks
                 ]
         except ValueError as exc:  # SignatureError included
             raise UserError(str(exc)) from exc
@@ -175,20 +175,23 @@ def tune(
                 if len(tuning_ids) == 1:
                     summaries = [tuner.run(tuning_ids[0], on_progress)]
                 else:
-                    summaries = tuner.run_many(tuning_ids, weights, trials, _summed(on_progress))
+                    summaries = tuner.run_many(
+                        tuning_ids, task_weights, trials, _summed(on_progress)
+                    )
             except Exception as exc:
                 ids = ", ".join(map(str, tuning_ids))
                 raise InternalError(f"tuning {ids} failed: {exc}") from exc
-    names = [signature.name for signature, _ in loaded]
     if len(summaries) == 1:
         if as_json:
             click.echo(json.dumps(_summary_json(summaries[0])))
         else:
-            Console().print(_summary_table(names[0], summaries[0]))
-    elif as_json:
-        click.echo(json.dumps(_many_json(summaries, weights)))
+            Console().print(_summary_table(loaded[0][0].name, summaries[0]))
+        return
+    if as_json:
+        click.echo(json.dumps(_many_json(summaries, task_weights)))
     else:
-        Console().print(_many_table(names, summaries, weights))
+        names = [loaded[index][0].name for index, _ in tasks]
+        Console().print(_many_table(names, summaries, task_weights))
 
 
 @cli.command()
@@ -206,15 +209,15 @@ def tune(
     "out_dir",
     type=click.Path(path_type=Path),
     required=True,
-    help="Directory to write kernel.so, kernel.c and metadata.json into.",
+    help="Directory to write the kernel (kernel.so, kernel.c) and metadata.json into.",
 )
 @click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
+@symbol_option("Symbol values it was tuned for (default: as `tune`).")
 @click.option(
-    "--symbol",
-    "symbol_args",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Symbol values it was tuned for (default: as `tune`).",
+    "--dispatch",
+    is_flag=True,
+    help="Export the best kernel of every tuned symbol value and the table that picks one by "
+    "the inputs' shapes (dispatch.json, k0/, k1/, ...).",
 )
 def kernel(
     workload_key: str,
@@ -222,14 +225,19 @@ def kernel(
     out_dir: Path,
     db_url: str | None,
     symbol_args: tuple[str, ...],
+    dispatch: bool,
 ) -> None:
-    """Export the best verified kernel of a workload (load it with client.load_kernel)."""
+    """Export the best verified kernel of a workload, or with --dispatch those of every tuned
+    symbol value (load either with client.load_kernel)."""
+    from client.dispatch import save_dispatch
     from client.kernel import save_kernel
     from compiler.program import load
     from server.db import store
     from server.db.session import session_scope
     from server.tuner import LocalExecutor
 
+    if dispatch and symbol_args:
+        raise UserError("--dispatch exports every tuned symbol value: leave --symbol out")
     target = _target(target_text)
     if target.kind == "cpu" and not target.complete:
         try:
@@ -241,30 +249,27 @@ def kernel(
         workload = store.get_workload(s, workload_key)
         if workload is None:
             raise UserError(f"unknown workload {workload_key!r} (see `tunehub validate`)")
+        if dispatch:
+            table = store.dispatch_table(s, workload_key, target)
+            if table is None:
+                raise UserError(
+                    f"no verified kernel for workload {workload_key[:12]} on {target}: "
+                    "run `tunehub tune` first"
+                )
+            kernels = [_stored_kernel(s, entry.record, workload.name) for entry in table.entries]
+            save_dispatch(out_dir, table, kernels)
+            show_dispatch(out_dir, table)
+            return
         symbols = _symbols(load(workload.signature), symbol_args)
         best = store.best_record(s, workload_key=workload_key, target=target, symbols=symbols)
-        artifact = None
-        if best is not None and best.artifact_sha256 is not None:
-            artifact = store.get_artifact(s, best.artifact_sha256)
-        if best is None or artifact is None:
+        if best is None or best.artifact_sha256 is None:
             raise UserError(
                 f"no verified kernel for workload {workload_key[:12]} on {target} "
                 f"with symbols {symbols}: run `tunehub tune` first"
             )
-        metadata = {
-            **artifact.meta,
-            "workload_key": workload_key,
-            "name": workload.name,
-            "target": best.target,
-            "tuned_symbols": symbols,
-            "latency_s": best.latency_s,
-            "config": best.config,
-            "artifact_sha256": artifact.sha256,
-            "record_id": best.id,
-        }
-        save_kernel(out_dir, artifact.data, artifact.source, metadata)
+        save_kernel(out_dir, *_stored_kernel(s, RecordView.model_validate(best), workload.name))
     click.echo(
-        f"wrote {out_dir}/ (kernel.so, kernel.c, metadata.json): {workload.name} on "
+        f"wrote {out_dir}/ (the kernel and metadata.json): {workload.name} on "
         f"{best.target}, {seconds(best.latency_s)}"
     )
 
@@ -295,6 +300,18 @@ def _target(text: str) -> Target:
         return Target.parse(text)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+
+
+def _stored_kernel(s: Session, record: RecordView, name: str) -> KernelFiles:
+    """The files of `record`'s kernel, from the local database's artifact store."""
+    from client.sdk import kernel_metadata
+    from server.db import store
+
+    artifact = store.get_artifact(s, record.artifact_sha256) if record.artifact_sha256 else None
+    if artifact is None:
+        raise InternalError(f"record {record.id} has no artifact in the database")
+    metadata = kernel_metadata(artifact.meta, artifact.sha256, record) | {"name": name}
+    return artifact.data, artifact.source, metadata
 
 
 def _symbols(program: Program, args: tuple[str, ...]) -> dict[str, int]:
@@ -355,42 +372,6 @@ def _progress_bar(trials: int, *, enabled: bool) -> Iterator[Callable[[Progress]
         yield update
 
 
-def _weights(text: str | None, n: int) -> list[float]:
-    """`--weights 1,2` -> [1.0, 2.0], one positive number per signature (default all 1)."""
-    if text is None:
-        return [1.0] * n
-    try:
-        weights = [float(w) for w in text.split(",")]
-    except ValueError as exc:
-        raise UserError(f"--weights must be numbers separated by commas, not {text!r}") from exc
-    if len(weights) != n:
-        raise UserError(f"--weights has {len(weights)} values for {n} signature(s)")
-    if not all(w > 0 for w in weights):  # NaN included
-        raise UserError(f"--weights must be positive, not {text!r}")
-    return weights
-
-
-def _task_symbols(programs: list[Program], args: tuple[str, ...]) -> list[dict[str, int]]:
-    """Several tasks: each `--symbol` goes to the tasks that declare it; one no task declares is
-    a mistake."""
-    from server.tuner import resolve_symbols
-
-    given = parse_symbols(args)
-    declared = {sym.name for program in programs for sym in program.symbols}
-    unknown = sorted(set(given) - declared)
-    if unknown:
-        raise UserError(f"unknown symbol {', '.join(unknown)} (declared by no signature)")
-    try:
-        return [
-            resolve_symbols(
-                program, {k: v for k, v in given.items() if k in {s.name for s in program.symbols}}
-            )
-            for program in programs
-        ]
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
-
-
 def _summed(on_progress: Callable[[Progress], None] | None) -> Callable[[Progress], None] | None:
     """Several tunings on one progress bar: trials done in all of them, the latest best."""
     if on_progress is None:
@@ -439,13 +420,15 @@ def _many_json(summaries: list[TuningSummary], weights: list[float]) -> dict[str
 
 
 def _many_table(names: list[str], summaries: list[TuningSummary], weights: list[float]) -> Table:
+    """One row per task: its signature's name and symbol values, naive vs best, its share."""
     table = Table(title=f"{len(summaries)} tasks on {summaries[0].target}")
-    for column in ("task", "naive", "best", "speedup", "trials", "weight", "tuning"):
-        table.add_column(column, justify="left" if column == "task" else "right")
+    for column in ("task", "symbols", "naive", "best", "speedup", "trials", "weight", "tuning"):
+        table.add_column(column, justify="left" if column in ("task", "symbols") else "right")
     for name, summary, weight in zip(names, summaries, weights, strict=True):
         speedup = _speedup(summary)
         table.add_row(
             name,
+            symbols_text(summary.symbols),
             seconds(summary.baseline_latency_s),
             seconds(summary.best.latency_s if summary.best else None),
             f"{speedup:.1f}x" if speedup else "-",
@@ -458,7 +441,7 @@ def _many_table(names: list[str], summaries: list[TuningSummary], weights: list[
     overall = f"{naive / best:.1f}x" if naive and best else "-"
     total = str(sum(s.trials for s in summaries))
     table.add_section()
-    table.add_row("weighted total", seconds(naive), seconds(best), overall, total, "", "")
+    table.add_row("weighted total", "", seconds(naive), seconds(best), overall, total, "", "")
     return table
 
 
@@ -500,7 +483,7 @@ def _summary_table(name: str, summary: TuningSummary) -> Table:
         naive = "no correct run (timed out or failed)"  # it is always measured first
     rows = [
         ("workload", summary.workload_key),
-        ("symbols", ", ".join(f"{k}={v}" for k, v in summary.symbols.items()) or "-"),
+        ("symbols", symbols_text(summary.symbols)),
         ("trials", f"{summary.trials} of {summary.trials_requested} ({summary.strategy})"),
         ("naive", naive),
         ("best", _latency(best.latency_s if best else None, summary.flops)),

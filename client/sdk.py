@@ -6,6 +6,13 @@
         best = hub.best(tuning.workload_key, target=tuning.target)
         kernel = load_kernel(hub.download(best.artifact_sha256, "out/"))
 
+A whole model's layers share one budget as a group of tasks (one per layer, or per tuned value
+of a symbol), and a symbolic workload's tuned values make a dispatch table:
+
+        tasks = [GroupTask(task=layer, symbols={"M": m}) for m in (1, 8, 32)]
+        group = hub.wait_group(hub.submit_group(tasks, target="cpu", trials=256).id)
+        table = hub.dispatch(group.tunings[0].workload_key, target=group.target)
+
 It speaks the API's own models (`schemas.api`) and needs only them and httpx, so an
 application can use it without the compiler, the workers or the server installed. Every error
 response becomes an `ApiError` carrying the server's one-line `detail`; a server that cannot
@@ -17,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -28,13 +36,17 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from schemas.api import (
     DEFAULT_STRATEGY,
     BestRequest,
+    GroupTask,
     Page,
     RecordView,
     Submission,
+    TuningGroupRequest,
+    TuningGroupView,
     TuningRequest,
     TuningView,
     WorkerView,
 )
+from schemas.dispatch import DispatchTable
 from schemas.record import RecordStatus, TuningStatus
 from schemas.signature import TaskSignature
 from schemas.target import Target
@@ -52,6 +64,8 @@ FINISHED = frozenset({TuningStatus.DONE, TuningStatus.FAILED, TuningStatus.CANCE
 METADATA = "metadata.json"
 
 ViewT = TypeVar("ViewT", bound=BaseModel)
+# What `wait` and `wait_group` poll: anything with an id, a status and a trial count.
+PolledT = TypeVar("PolledT", TuningView, TuningGroupView)
 Task = TaskSignature | Mapping[str, Any]
 TargetLike = Target | str
 
@@ -78,14 +92,45 @@ class NotFoundError(ApiError):
 
 
 class TuningTimeout(ClientError):
-    """`wait` gave up before the tuning finished; `tuning` is the last view seen."""
+    """`wait` (or `wait_group`) gave up before the tuning (or group) finished; `tuning` is the
+    last view seen."""
 
-    def __init__(self, tuning: TuningView, timeout_s: float) -> None:
+    def __init__(self, tuning: TuningView | TuningGroupView, timeout_s: float) -> None:
+        what = "tuning group" if isinstance(tuning, TuningGroupView) else "tuning"
         super().__init__(
-            f"tuning {tuning.id} is still {tuning.status} after {timeout_s:g} s "
+            f"{what} {tuning.id} is still {tuning.status} after {timeout_s:g} s "
             f"({tuning.trials_done}/{tuning.trials_total} trials)"
         )
         self.tuning = tuning
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A compiled kernel as the server keeps it: `data` (a shared object, cubin or PTX, as
+    `kind` says) and the `meta` of its `metadata.json` (entry point, arguments, launch)."""
+
+    sha256: str
+    data: bytes
+    meta: dict[str, Any]
+    kind: str
+
+
+def kernel_metadata(
+    meta: Mapping[str, Any], sha256: str, record: RecordView | None
+) -> dict[str, Any]:
+    """The `metadata.json` of an exported kernel: the artifact's own, and where it came from
+    (the record it was measured as: workload, target, tuned symbols, latency, config)."""
+    metadata = {**meta, "artifact_sha256": sha256}
+    if record is not None:
+        metadata |= {
+            "workload_key": record.workload_key,
+            "target": record.target,
+            "tuned_symbols": record.symbols,
+            "latency_s": record.latency_s,
+            "config": record.config,
+            "record_id": record.id,
+        }
+    return metadata
 
 
 class Client:
@@ -156,27 +201,56 @@ class Client:
         """Poll until the tuning is done, failed or cancelled, and return it (check its
         `status`: a failed tuning is not an exception). `on_progress` sees every view polled,
         the last included. Raises `TuningTimeout` after `timeout_s` (default: no limit)."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        delay = POLL_START_S
-        while True:
-            tuning = self.get(tuning_id)
-            if on_progress is not None:
-                on_progress(tuning)
-            if tuning.status in FINISHED:
-                return tuning
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    assert timeout_s is not None
-                    raise TuningTimeout(tuning, timeout_s)
-                delay = min(delay, left)
-            time.sleep(delay)
-            delay = min(delay * POLL_FACTOR, POLL_MAX_S)
+        return self._poll(self.get, tuning_id, timeout_s, on_progress)
 
     def cancel(self, tuning_id: int) -> TuningView:
         """Cancel a queued or running tuning (an admin token's right: a tuning is shared by
         everyone who submitted it)."""
         return self._view(TuningView, "POST", f"/v1/tunings/{tuning_id}/cancel")
+
+    # Groups: several tasks (a model's layers, a symbol's values) on one trial budget
+
+    def submit_group(
+        self,
+        tasks: Sequence[GroupTask],
+        *,
+        target: TargetLike = "cpu",
+        trials: int = 64,
+        strategy: str = DEFAULT_STRATEGY,
+    ) -> TuningGroupView:
+        """Tune several tasks on one budget of `trials` in all: each batch goes to the task
+        expected to cut the weighted total latency most (a task's `weight`: how many times the
+        model runs it), and a task that stops improving stops early. Each task is a tuning of
+        its own (`tunings`, in request order), so `best` and `dispatch` see its results."""
+        request = TuningGroupRequest(
+            tasks=list(tasks), target=_target(target), trials=trials, strategy=strategy
+        )
+        return self._view(TuningGroupView, "POST", "/v1/tuning-groups", json=_body(request))
+
+    def group(self, group_id: int) -> TuningGroupView:
+        """The group as it stands now, with each task's tuning."""
+        return self._view(TuningGroupView, "GET", f"/v1/tuning-groups/{group_id}")
+
+    def groups(
+        self, *, status: TuningStatus | str | None = None, page_size: int = 50
+    ) -> Iterator[TuningGroupView]:
+        """Every group, newest first (only those with `status`, if given), a page at a time."""
+        params: dict[str, Any] = {} if status is None else {"status": str(TuningStatus(status))}
+        return self._pages(TuningGroupView, "/v1/tuning-groups", params, page_size)
+
+    def wait_group(
+        self,
+        group_id: int,
+        *,
+        timeout_s: float | None = None,
+        on_progress: Callable[[TuningGroupView], None] | None = None,
+    ) -> TuningGroupView:
+        """`wait` for a group: poll until it is done, failed or cancelled."""
+        return self._poll(self.group, group_id, timeout_s, on_progress)
+
+    def cancel_group(self, group_id: int) -> TuningGroupView:
+        """Cancel a group's unfinished tunings (an admin token's right, as for a tuning)."""
+        return self._view(TuningGroupView, "POST", f"/v1/tuning-groups/{group_id}/cancel")
 
     # Workloads and kernels
 
@@ -214,21 +288,29 @@ class Client:
     ) -> Iterator[RecordView]:
         """Every record of workload `key`, oldest first, failures included (filter them by
         `status`), fetched a page at a time as the iterator is consumed."""
-        params: dict[str, Any] = {"limit": page_size, "symbol": _symbol_params(symbols)}
+        params: dict[str, Any] = {"symbol": _symbol_params(symbols)}
         if target is not None:
             params["target"] = str(_target(target))
         if status is not None:
             params["status"] = str(RecordStatus(status))
-        offset: int | None = 0
-        while offset is not None:
-            page = self._view(
-                Page[RecordView],
-                "GET",
-                f"/v1/workloads/{key}/records",
-                params={**params, "offset": offset},
-            )
-            yield from page.items
-            offset = page.next_offset
+        return self._pages(RecordView, f"/v1/workloads/{key}/records", params, page_size)
+
+    def dispatch(self, key: str, *, target: TargetLike = "cpu") -> DispatchTable:
+        """The dispatch table of symbolic workload `key` on `target`: the best kernel of every
+        symbol assignment it was tuned at, and `select` to pick one for any values in the
+        declared ranges. `NotFoundError` when no assignment has a verified kernel."""
+        params = {"target": str(_target(target))}
+        return self._view(DispatchTable, "GET", f"/v1/workloads/{key}/dispatch", params=params)
+
+    def artifact(self, sha256: str) -> Artifact:
+        """A compiled kernel by its content address: its bytes, checked against the address,
+        and its metadata. `NotFoundError` when the server has no such artifact."""
+        meta = self._json("GET", f"/v1/artifacts/{sha256}/meta")
+        response = self._request("GET", f"/v1/artifacts/{sha256}")
+        data = response.content
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise ClientError(f"artifact {sha256} arrived corrupted (its sha256 differs)")
+        return Artifact(sha256, data, meta, _kind(response))
 
     def download(
         self,
@@ -243,8 +325,7 @@ class Client:
         The bytes are checked against their content address before anything is written."""
         record = None
         try:
-            meta = self._json("GET", f"/v1/artifacts/{ref}/meta")
-            sha256 = ref
+            artifact = self.artifact(ref)
         except NotFoundError:  # not an artifact: a workload key, then
             try:
                 record = self.best(ref, target=target, symbols=symbols)
@@ -255,25 +336,11 @@ class Client:
                 raise NotFoundError(404, f"no artifact or workload {ref}", "GET", path) from None
             if record.artifact_sha256 is None:
                 raise ClientError(f"record {record.id} has no artifact") from None
-            sha256 = record.artifact_sha256
-            meta = self._json("GET", f"/v1/artifacts/{sha256}/meta")
-        response = self._request("GET", f"/v1/artifacts/{sha256}")
-        data = response.content
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise ClientError(f"artifact {sha256} arrived corrupted (its sha256 differs)")
-        metadata = {**meta, "artifact_sha256": sha256}
-        if record is not None:
-            metadata |= {
-                "workload_key": record.workload_key,
-                "target": record.target,
-                "tuned_symbols": record.symbols,
-                "latency_s": record.latency_s,
-                "config": record.config,
-                "record_id": record.id,
-            }
+            artifact = self.artifact(record.artifact_sha256)
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        (out / _file_name(response)).write_bytes(data)
+        (out / f"kernel.{artifact.kind}").write_bytes(artifact.data)
+        metadata = kernel_metadata(artifact.meta, artifact.sha256, record)
         (out / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
         return out
 
@@ -282,6 +349,46 @@ class Client:
         return TypeAdapter(list[WorkerView]).validate_python(self._json("GET", "/v1/workers"))
 
     # Plumbing
+
+    def _poll(
+        self,
+        fetch: Callable[[int], PolledT],
+        ident: int,
+        timeout_s: float | None,
+        on_progress: Callable[[PolledT], None] | None,
+    ) -> PolledT:
+        """`fetch(ident)` until it is finished, backing off from POLL_START_S to POLL_MAX_S."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        delay = POLL_START_S
+        while True:
+            view = fetch(ident)
+            if on_progress is not None:
+                on_progress(view)
+            if view.status in FINISHED:
+                return view
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    assert timeout_s is not None
+                    raise TuningTimeout(view, timeout_s)
+                delay = min(delay, left)
+            time.sleep(delay)
+            delay = min(delay * POLL_FACTOR, POLL_MAX_S)
+
+    def _pages(
+        self, model: type[ViewT], path: str, params: dict[str, Any], page_size: int
+    ) -> Iterator[ViewT]:
+        """Every item of a paged listing, fetched a page at a time as the iterator is consumed."""
+        offset: int | None = 0
+        while offset is not None:
+            page = self._view(
+                Page[model],  # type: ignore[valid-type]
+                "GET",
+                path,
+                params={**params, "limit": page_size, "offset": offset},
+            )
+            yield from page.items
+            offset = page.next_offset
 
     def _view(self, model: type[ViewT], method: str, path: str, **kwargs: Any) -> ViewT:
         payload = self._json(method, path, **kwargs)
@@ -330,11 +437,11 @@ def _symbol_params(symbols: Mapping[str, int] | None) -> list[str]:
     return [f"{name}={value}" for name, value in (symbols or {}).items()]
 
 
-def _file_name(response: httpx.Response) -> str:
-    """`kernel.<kind>`, the kind from the artifact's `<sha256>.<kind>` attachment name."""
+def _kind(response: httpx.Response) -> str:
+    """The kind from the artifact's `<sha256>.<kind>` attachment name (`bin` when unnamed)."""
     disposition = response.headers.get("content-disposition", "")
     kind = disposition.rpartition(".")[2].strip('"; ')
-    return f"kernel.{kind}" if kind.isalnum() else "kernel.bin"
+    return kind if kind.isalnum() else "bin"
 
 
 def _detail(response: httpx.Response) -> str:

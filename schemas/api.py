@@ -31,13 +31,16 @@ SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
 # The search strategy a tuning uses unless the request names one (see compiler.search).
 DEFAULT_STRATEGY = "model"
+# The most tasks one tuning group may hold (a whole model's distinct layers, with room).
+MAX_GROUP_TASKS = 64
 
 
 class Scope(StrEnum):
     """What an API token may do; each scope includes the ones before it.
 
-    read: every lookup (`POST /v1/workloads/best` included); submit: also `POST /v1/tunings`;
-    admin: also cancelling tunings (a tuning is shared by everyone who submitted it).
+    read: every lookup (`POST /v1/workloads/best` included); submit: also `POST /v1/tunings`
+    and `POST /v1/tuning-groups`; admin: also cancelling tunings and groups (a tuning is shared
+    by everyone who submitted it).
     """
 
     READ = "read"
@@ -80,6 +83,30 @@ class TuningRequest(_Request):
     target: TargetField
     trials: StrictInt = Field(ge=1)
     symbols: Symbols = Field(default_factory=dict)
+    strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
+
+
+class GroupTask(_Request):
+    """One task of a `TuningGroupRequest`: a signature, the symbol values to tune it for (as in
+    `TuningRequest`), and its weight: how many times the task runs per model call, so that the
+    group's budget goes where it cuts the model's total latency most."""
+
+    task: TaskSignature
+    symbols: Symbols = Field(default_factory=dict)
+    weight: float = Field(default=1.0, gt=0, le=1e6)
+
+
+class TuningGroupRequest(_Request):
+    """`POST /v1/tuning-groups`: tune every task for `target` with one budget of `trials`
+    shared by all (the server caps it at its `max_trials` times the number of tasks).
+
+    A task repeated with other symbol values is its own task (dynamic shapes: tune the values
+    a dispatch table should cover); the same task twice with the same values is refused.
+    """
+
+    tasks: list[GroupTask] = Field(min_length=1, max_length=MAX_GROUP_TASKS)
+    target: TargetField
+    trials: StrictInt = Field(ge=1)
     strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
 
 
@@ -145,6 +172,28 @@ class Submission(TuningView):
     """
 
     outcome: Literal["created", "joined", "cached"]
+
+
+class TuningGroupView(_View):
+    """A tuning group: one tuning per task, in request order, run on one shared budget.
+
+    `status` follows the members: queued until one starts, running while any is unfinished,
+    then failed if any failed, else cancelled if any was cancelled, else done. `trials_done`
+    is the members' sum; `error`, of a failed or cancelled group, the first member's error.
+    """
+
+    id: int
+    target: str
+    strategy: str
+    status: TuningStatus
+    trials_done: int
+    trials_total: int
+    weights: list[float]
+    tunings: list[TuningView]
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 class WorkerView(_View):

@@ -22,7 +22,7 @@ from server.api.auth import TokenVerifier, is_loopback
 from server.api.deps import Services
 from server.api.limits import BodyLimitMiddleware
 from server.api.metrics import Metrics, MetricsMiddleware
-from server.api.routes import artifacts, health, tunings, workers, workloads
+from server.api.routes import artifacts, health, tuning_groups, tunings, workers, workloads
 from server.best import BestLookup
 from server.db.session import make_engine, migrate, session_factory
 from server.settings import Settings, get_settings
@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The last added runs first: every request is counted, refused ones included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
-    for module in (tunings, workloads, artifacts, workers, health):
+    for module in (tunings, tuning_groups, workloads, artifacts, workers, health):
         app.include_router(module.router)
     return app
 

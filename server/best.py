@@ -73,13 +73,20 @@ class BestLookup:
         with session_scope(self.sessions) as s:
             if symbols is not None and fill_in:
                 symbols = _resolve(_program_of(s, key), symbols)
+            if symbols is not None:  # as the workload names them
+                symbols = store.workload_symbols(s, key, symbols)
             best = store.best_record(s, workload_key=key, target=target, symbols=symbols)
             if best is not None:
                 return RecordView.model_validate(best)
             if store.get_workload(s, key) is None:
                 raise NotFound(f"no workload {key}")
-        where = f"{target}" + (f" with {_text(symbols)}" if symbols else "")
-        raise NotFound(f"no verified kernel of workload {key} for {where} yet")
+        raise NotFound(no_kernel(key, target, symbols))
+
+
+def no_kernel(key: str, target: Target, symbols: Mapping[str, int] | None) -> str:
+    """Why a known workload has no kernel to answer with."""
+    where = f"{target}" + (f" with {_text(symbols)}" if symbols else "")
+    return f"no verified kernel of workload {key} for {where} yet"
 
 
 def _key_and_symbols(

@@ -46,8 +46,9 @@ from rq.registry import StartedJobRegistry
 from schemas.record import TuningStatus
 from server.db import store
 from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.tuner.service import tuner_job_id
 from worker.daemon import list_workers
-from worker.queues import TUNER_QUEUE, tuning_job_id
+from worker.queues import TUNER_QUEUE
 
 READY_TIMEOUT_S = 60.0
 # Each stop step waits this long before escalating; over a second, because RQ ignores a
@@ -374,7 +375,7 @@ class Stack:
             with session_scope(session_factory(engine)) as s:
                 for status in store.ACTIVE_TUNING_STATUSES:
                     for tuning in store.list_tunings(s, status=status, limit=10_000):
-                        if tuning_job_id(tuning.id) in job_ids:
+                        if tuner_job_id(tuning) in job_ids:
                             store.update_tuning(
                                 s,
                                 tuning.id,

@@ -13,14 +13,18 @@
     queue:    otherwise a new tuning is created, committed, then put on the tuner queue
               ("created"). Queuing needs Redis; without it the request is `Unavailable`.
 
+A tuning group (`submit_group`) is validated task by task, then queued as a whole: one
+tuning per task and one tuner job for all of them. It never joins or answers from the database
+(see `submit_group`).
+
 Two API processes could both find no active tuning and both create one; a Redis lock per
 workload (held from the check to the commit) makes the check and the creation one step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,18 +34,20 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from compiler import search
 from compiler.canonical import workload_key
+from compiler.errors import SignatureError
 from compiler.program import load
-from schemas.api import TuningRequest
+from schemas.api import GroupTask, TuningGroupRequest, TuningRequest
 from schemas.record import TuningStatus
+from schemas.signature import TaskSignature
 from schemas.target import Target
 from server.db import store
-from server.db.models import Tuning
+from server.db.models import Tuning, TuningGroup
 from server.db.session import session_scope
 from server.errors import Conflict, InvalidRequest, Unavailable
 from server.tuner import resolve_symbols
 from server.tuner import submit as register_tuning
 from server.tuner.rq_executor import RQExecutor
-from server.tuner.service import enqueue_tuning
+from server.tuner.service import enqueue_group, enqueue_tuning
 from worker.queues import submit_lock_key
 
 # How long one submission may hold its workload's lock, and wait for it.
@@ -65,19 +71,19 @@ def submit_tuning(
     max_trials: int,
 ) -> Submitted:
     """Join, answer or queue `request` (see the module's docstring)."""
-    key, symbols = _validate(request, max_trials)
+    _check_trials(request.trials, max_trials)
+    _check_strategy(request.strategy)
+    key, symbols = _validate_task(request.task, request.symbols)
     target = resolve_target(redis, request.target)
-    with _workload_lock(redis, key):
+    with _workload_locks(redis, [key]):
         with session_scope(sessions) as s:
-            active = store.find_active_tuning(s, workload_key=key, target=target, symbols=symbols)
+            stored = store.workload_symbols(s, key, symbols)
+            active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
             if active is not None:
                 return Submitted(active.id, "joined")
-            measured = store.count_records(s, workload_key=key, target=target, symbols=symbols)
+            measured = store.count_records(s, workload_key=key, target=target, symbols=stored)
             if redis is None and measured < request.trials:
-                raise Unavailable(
-                    "this server has no Redis (TUNEHUB_REDIS_URL), so it cannot queue tunings; "
-                    "run `tunehub tune` on a machine instead"
-                )
+                raise _no_redis("tunings")
             tuning_id = register_tuning(
                 s,
                 signature=request.task,
@@ -87,7 +93,7 @@ def submit_tuning(
                 strategy=request.strategy,
             )
             if measured >= request.trials:
-                best = store.best_record(s, workload_key=key, target=target, symbols=symbols)
+                best = store.best_record(s, workload_key=key, target=target, symbols=stored)
                 store.update_tuning(
                     s,
                     tuning_id,
@@ -97,33 +103,70 @@ def submit_tuning(
                 return Submitted(tuning_id, "cached")
         # Queued only once committed: a tuner that picks it up at once must find the row.
         assert redis is not None
-        try:
-            enqueue_tuning(redis, tuning_id)
-        except RedisError as exc:
-            with session_scope(sessions) as s:
-                store.update_tuning(
-                    s, tuning_id, status=TuningStatus.FAILED, error=f"could not queue it: {exc}"
-                )
-            raise Unavailable(f"could not queue the tuning (Redis: {exc})") from None
+        _enqueue(sessions, [tuning_id], lambda: enqueue_tuning(redis, tuning_id), "the tuning")
     return Submitted(tuning_id, "created")
 
 
-def _validate(request: TuningRequest, max_trials: int) -> tuple[str, dict[str, int]]:
-    """Everything a tuning could fail on late, checked now: its workload key and the symbol
-    values to tune for, or InvalidRequest / SignatureError with a one-line message."""
-    if request.trials > max_trials:
-        raise InvalidRequest(
-            f"trials: {request.trials} is over this server's limit of {max_trials}"
-        )
-    if request.strategy not in search.STRATEGIES:
-        choices = ", ".join(sorted(search.STRATEGIES))
-        raise InvalidRequest(f"strategy: unknown strategy {request.strategy!r} (one of {choices})")
-    program = load(request.task)
-    try:
-        symbols = resolve_symbols(program, request.symbols)
-    except ValueError as exc:
-        raise InvalidRequest(f"symbols: {exc}") from None
-    return workload_key(program), symbols
+def submit_group(
+    sessions: sessionmaker[Session],
+    redis: Redis | None,
+    request: TuningGroupRequest,
+    *,
+    max_trials: int,
+) -> int:
+    """Queue a tuning group: one tuning per task, each with the whole budget as its cap, and
+    one tuner job that shares the budget among them. Returns the group's id.
+
+    Every task is validated first (an error names its index: `tasks[2]: ...`). A group never
+    joins or answers from the database: a task whose workload, target and symbols are already
+    being tuned makes it a Conflict, since two tunings of one task would measure the same
+    candidates; measurements already stored are reused by the tuner as always.
+    """
+    _check_trials(request.trials, max_trials * len(request.tasks), per_task=max_trials)
+    _check_strategy(request.strategy)
+    planned = [_validate_group_task(i, task) for i, task in enumerate(request.tasks)]
+    seen: dict[tuple[str, str], int] = {}
+    for i, (key, symbols) in enumerate(planned):
+        # By position: two signatures of one workload may name its symbols differently.
+        first = seen.setdefault((key, store.canonical_json(list(symbols.values()))), i)
+        if first != i:
+            raise InvalidRequest(
+                f"tasks[{i}]: the same workload and symbols as tasks[{first}]; "
+                "give that task a larger weight instead"
+            )
+    if redis is None:
+        raise _no_redis("tuning groups")
+    target = resolve_target(redis, request.target)
+    with _workload_locks(redis, [key for key, _ in planned]):
+        with session_scope(sessions) as s:
+            for i, (key, symbols) in enumerate(planned):
+                stored = store.workload_symbols(s, key, symbols)
+                active = store.find_active_tuning(
+                    s, workload_key=key, target=target, symbols=stored
+                )
+                if active is not None:
+                    raise Conflict(
+                        f"tasks[{i}]: tuning {active.id} of the same workload, target and "
+                        f"symbols is {active.status}; submit the group when it has ended"
+                    )
+            group_id = store.create_group(
+                s, target=target, strategy=request.strategy, trials=request.trials
+            ).id
+            tuning_ids = [
+                register_tuning(
+                    s,
+                    signature=task.task,
+                    target=target,
+                    symbols=symbols,
+                    trials=request.trials,
+                    strategy=request.strategy,
+                    group_id=group_id,
+                    weight=task.weight,
+                )
+                for task, (_, symbols) in zip(request.tasks, planned, strict=True)
+            ]
+        _enqueue(sessions, tuning_ids, lambda: enqueue_group(redis, group_id), "the group")
+    return group_id
 
 
 def resolve_target(redis: Redis | None, target: Target) -> Target:
@@ -145,13 +188,89 @@ def cancel_tuning(s: Session, tuning: Tuning) -> None:
     store.update_tuning(s, tuning.id, status=TuningStatus.CANCELLED, error="cancelled")
 
 
+def cancel_group(s: Session, group: TuningGroup) -> None:
+    """Cancel a group's unfinished tunings (as `cancel_tuning`; finished ones keep their
+    results). Conflict when none is left."""
+    members = store.group_members(s, [group.id]).get(group.id, [])
+    active = [t for t in members if t.status in store.ACTIVE_TUNING_STATUSES]
+    if not active:
+        ended = store.group_statuses(s, [group.id])[group.id]
+        raise Conflict(f"tuning group {group.id} has already ended ({ended})")
+    for tuning in active:
+        cancel_tuning(s, tuning)
+
+
+def _check_trials(trials: int, cap: int, *, per_task: int | None = None) -> None:
+    if trials > cap:
+        each = "" if per_task is None else f" ({per_task} per task)"
+        raise InvalidRequest(f"trials: {trials} is over this server's limit of {cap}{each}")
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in search.STRATEGIES:
+        choices = ", ".join(sorted(search.STRATEGIES))
+        raise InvalidRequest(f"strategy: unknown strategy {strategy!r} (one of {choices})")
+
+
+def _validate_task(task: TaskSignature, symbols: Mapping[str, int]) -> tuple[str, dict[str, int]]:
+    """Everything a tuning could fail on late, checked now: its workload key and the symbol
+    values to tune for, or InvalidRequest / SignatureError with a one-line message."""
+    program = load(task)
+    try:
+        resolved = resolve_symbols(program, symbols)
+    except ValueError as exc:
+        raise InvalidRequest(f"symbols: {exc}") from None
+    return workload_key(program), resolved
+
+
+def _validate_group_task(index: int, task: GroupTask) -> tuple[str, dict[str, int]]:
+    """`_validate_task`, with the task's index in the message."""
+    try:
+        return _validate_task(task.task, task.symbols)
+    except (SignatureError, InvalidRequest) as exc:
+        raise InvalidRequest(f"tasks[{index}]: {exc}") from None
+
+
+def _no_redis(what: str) -> Unavailable:
+    return Unavailable(
+        f"this server has no Redis (TUNEHUB_REDIS_URL), so it cannot queue {what}; "
+        "run `tunehub tune` on a machine instead"
+    )
+
+
+def _enqueue(
+    sessions: sessionmaker[Session],
+    tuning_ids: Sequence[int],
+    enqueue: Callable[[], str],
+    what: str,
+) -> None:
+    """Put committed tunings on the tuner queue; if Redis fails, they fail with the reason
+    (nobody would ever run them) and the request is Unavailable."""
+    try:
+        enqueue()
+    except RedisError as exc:
+        with session_scope(sessions) as s:
+            for tuning_id in tuning_ids:
+                store.update_tuning(
+                    s, tuning_id, status=TuningStatus.FAILED, error=f"could not queue it: {exc}"
+                )
+        raise Unavailable(f"could not queue {what} (Redis: {exc})") from None
+
+
 @contextmanager
-def _workload_lock(redis: Redis | None, key: str) -> Iterator[None]:
-    """Hold workload `key`'s submission lock (nothing to hold without Redis: such a server
-    never creates a queued tuning, so there is nothing to duplicate)."""
-    if redis is None:
+def _workload_locks(redis: Redis | None, keys: Iterable[str]) -> Iterator[None]:
+    """Hold the submission locks of workloads `keys`, taken in sorted order so that two
+    submissions never wait on each other in a cycle (nothing to hold without Redis: such a
+    server never creates a queued tuning, so there is nothing to duplicate)."""
+    with ExitStack() as held:
+        if redis is not None:
+            for key in sorted(set(keys)):
+                held.enter_context(_workload_lock(redis, key))
         yield
-        return
+
+
+@contextmanager
+def _workload_lock(redis: Redis, key: str) -> Iterator[None]:
     lock = redis.lock(
         submit_lock_key(key), timeout=SUBMIT_LOCK_TTL_S, blocking_timeout=SUBMIT_LOCK_WAIT_S
     )

@@ -82,3 +82,8 @@ def measure_lock_key(machine: str) -> str:
 def tuning_job_id(tuning_id: int) -> str:
     """The RQ job id of a tuning: one id per tuning, so enqueueing it twice is harmless."""
     return f"{PREFIX}-tuning-{tuning_id}"
+
+
+def group_job_id(group_id: int) -> str:
+    """The RQ job id of a tuning group, which runs all of its tunings on one budget."""
+    return f"{PREFIX}-group-{group_id}"

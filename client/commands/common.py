@@ -1,21 +1,34 @@
 """What every `tunehub` command shares: one-line errors with exit codes, reading signature
-files, `NAME=VALUE` symbols, the server options and the client they open, number formats."""
+files, `--symbol NAME=VALUE[,VALUE...]` and the tasks it makes, `--weights`, the server options
+and the client they open, number formats."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Iterator
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 if TYPE_CHECKING:
     from client.sdk import Client
+    from schemas.dispatch import DispatchTable
+    from schemas.signature import TaskSignature
 
 SERVER_ENV, TOKEN_ENV = "TUNEHUB_SERVER", "TUNEHUB_TOKEN"
 F = TypeVar("F", bound=Callable[..., Any])
+_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+TUNE_SYMBOL_HELP = (
+    "Symbol values to tune for: a list tunes each value (M=1,8,32), several symbols every "
+    "combination, each a task of the trial budget (default: each symbol at 64, clamped)."
+)
 
 
 class CliError(click.ClickException):
@@ -86,21 +99,122 @@ def read_signature(path: Path) -> dict[str, Any]:
     return document
 
 
-def parse_symbols(args: tuple[str, ...]) -> dict[str, int]:
-    """`("M=64",)` -> `{"M": 64}`; UserError for anything else."""
-    given = {}
+def parse_symbol_values(args: tuple[str, ...]) -> dict[str, list[int]]:
+    """`("M=1,8,32", "N=4")` -> `{"M": [1, 8, 32], "N": [4]}`: every value to tune each symbol
+    at. The one parser of `--symbol`; UserError for a malformed argument, a symbol given twice
+    or a value listed twice (each would be a duplicate task)."""
+    given: dict[str, list[int]] = {}
     for arg in args:
-        name, sep, value = arg.partition("=")
-        if not sep or not name.strip() or not value.strip().lstrip("-").isdigit():
-            raise UserError(f"--symbol expects NAME=INTEGER, not {arg!r}")
-        given[name.strip()] = int(value)
+        name, sep, text = arg.partition("=")
+        name = name.strip()
+        items = [item.strip() for item in text.split(",")]
+        if not sep or not name or not all(_INTEGER.fullmatch(item) for item in items):
+            raise UserError(f"--symbol expects NAME=INTEGER[,INTEGER...], not {arg!r}")
+        if name in given:
+            raise UserError(f"--symbol {name} is given twice (list its values once: {name}=1,8)")
+        values = [int(item) for item in items]
+        if len(set(values)) < len(values):
+            raise UserError(f"--symbol {arg!r} lists a value twice")
+        given[name] = values
     return given
 
 
-def symbol_option(help_text: str) -> Callable[[F], F]:
-    return click.option(
-        "--symbol", "symbol_args", multiple=True, metavar="NAME=VALUE", help=help_text
-    )
+def parse_symbols(args: tuple[str, ...]) -> dict[str, int]:
+    """`("M=64",)` -> `{"M": 64}`: one value per symbol, for the commands that name one kernel."""
+    given = parse_symbol_values(args)
+    for name, values in given.items():
+        if len(values) > 1:
+            raise UserError(f"--symbol {name} takes one value here, not a list")
+    return {name: values[0] for name, values in given.items()}
+
+
+def symbol_tasks(
+    signatures: Sequence[TaskSignature], args: tuple[str, ...]
+) -> list[tuple[int, dict[str, int]]]:
+    """The tasks that signatures and `--symbol` lists make: `(index of the signature, symbol
+    values)` per signature and per combination of the listed values of the symbols it declares
+    (the cartesian product, in the order listed). A symbol goes to every signature declaring it;
+    one that none declares, or a value outside a declared range, is a UserError. Symbols not
+    listed are left out (the tuner's default)."""
+    given = parse_symbol_values(args)
+    declared = sorted({name for signature in signatures for name in signature.symbols})
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise UserError(
+            f"unknown symbol {', '.join(unknown)} (declared: {', '.join(declared) or 'none'})"
+        )
+    tasks = []
+    for index, signature in enumerate(signatures):
+        names = [name for name in given if name in signature.symbols]
+        for name in names:
+            decl = signature.symbols[name]
+            outside = [value for value in given[name] if not decl.min <= value <= decl.max]
+            if outside:
+                raise UserError(
+                    f"{signature.name}: symbol {name}={outside[0]} is outside its range "
+                    f"[{decl.min}, {decl.max}]"
+                )
+        for values in itertools.product(*(given[name] for name in names)):
+            tasks.append((index, dict(zip(names, values, strict=True))))
+    return tasks
+
+
+def parse_weights(text: str | None, n: int) -> list[float]:
+    """`--weights 1,2` -> [1.0, 2.0], one positive number per signature (default all 1)."""
+    if text is None:
+        return [1.0] * n
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError as exc:
+        raise UserError(f"--weights must be numbers separated by commas, not {text!r}") from exc
+    if len(weights) != n:
+        raise UserError(f"--weights has {len(weights)} values for {n} signature(s)")
+    if not all(0 < w < math.inf for w in weights):  # NaN included
+        raise UserError(f"--weights must be positive, not {text!r}")
+    return weights
+
+
+def symbols_text(symbols: Mapping[str, int]) -> str:
+    """`{"M": 8, "N": 4}` -> `M=8, N=4`; `-` for none."""
+    return ", ".join(f"{name}={value}" for name, value in symbols.items()) or "-"
+
+
+def symbol_option(help_text: str, *, lists: bool = False) -> Callable[[F], F]:
+    """`--symbol`, repeatable; `lists`: for the commands that tune every value listed."""
+    metavar = "NAME=V1,V2,..." if lists else "NAME=VALUE"
+    return click.option("--symbol", "symbol_args", multiple=True, metavar=metavar, help=help_text)
+
+
+def show_dispatch(directory: Path, table: DispatchTable) -> None:
+    """What `kernel --dispatch` and `download --dispatch` print once they wrote `directory`."""
+    last = len(table.entries) - 1
+    click.echo(f"wrote {directory}/ (dispatch.json and kernel directories k0/..k{last}/)")
+    Console().print(dispatch_table(table))
+
+
+def dispatch_table(table: DispatchTable) -> Table:
+    """A dispatch table for people: each entry's tuned values, the values it serves (for a
+    one-symbol workload), its latency at the tuned values and its artifact."""
+    from client.dispatch import served_ranges
+
+    served = served_ranges(table)
+    title = f"dispatch table of workload {table.workload_key[:12]} on {table.target}"
+    columns = ("kernel", "tuned at", *(("serves",) if served else ()), "latency", "artifact")
+    view = Table(*columns, title=title)
+    for index, entry in enumerate(table.entries):
+        serves = []
+        if served:
+            (symbol,) = table.ranges
+            low, high = served[index]
+            serves = [f"{symbol}={low}" if low == high else f"{symbol}={low}..{high}"]
+        view.add_row(
+            f"k{index}",
+            symbols_text(entry.symbols),
+            *serves,
+            seconds(entry.record.latency_s),
+            (entry.record.artifact_sha256 or "-")[:12],
+        )
+    return view
 
 
 def seconds(value: float | None) -> str:

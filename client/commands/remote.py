@@ -15,15 +15,22 @@ from rich.console import Console
 from rich.table import Table
 
 from client.commands.common import (
+    TUNE_SYMBOL_HELP,
+    InternalError,
     UserError,
     connect,
     parse_symbols,
+    parse_weights,
     read_signature,
     seconds,
     server_options,
+    show_dispatch,
     symbol_option,
+    symbol_tasks,
+    symbols_text,
 )
-from schemas.api import DEFAULT_STRATEGY
+from schemas.api import DEFAULT_STRATEGY, GroupTask, TuningGroupView
+from schemas.signature import TaskSignature
 
 if TYPE_CHECKING:
     from client.sdk import Client
@@ -33,38 +40,67 @@ _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX]; without ISA/arch: whatever the worker
 
 
 @click.command()
-@click.argument("signature_file", type=click.Path(path_type=Path))
+@click.argument("signature_files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--target", default="cpu", show_default=True, help=_TARGET_HELP)
-@click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True)
-@symbol_option("Symbol value to tune for (default: each symbol at 64, clamped).")
+@click.option(
+    "--trials",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Trial budget (with several tasks, shared by all of them).",
+)
+@symbol_option(TUNE_SYMBOL_HELP, lists=True)
+@click.option(
+    "--weights",
+    "weights_text",
+    metavar="W1,W2,...",
+    help="With several signatures: how many times each runs in the model (default 1 each).",
+)
 @click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True)
-@click.option("--wait", "watch", is_flag=True, help="Follow the tuning until it ends.")
+@click.option("--wait", "watch", is_flag=True, help="Follow the tuning (or group) until it ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @server_options
 def submit(
-    signature_file: Path,
+    signature_files: tuple[Path, ...],
     target: str,
     trials: int,
     symbol_args: tuple[str, ...],
+    weights_text: str | None,
     strategy: str,
     watch: bool,
     as_json: bool,
     server: str,
     token: str | None,
 ) -> None:
-    """Submit a tuning to a server; print its id (or the tuning it joined)."""
-    document = read_signature(signature_file)
-    symbols = parse_symbols(symbol_args)
+    """Submit a tuning to a server; print its id (or the tuning it joined).
+
+    Several signatures, or several symbol values (--symbol M=1,8,32), are several tasks: they
+    go as one tuning group that shares the trial budget (`tunehub status --group ID`).
+    """
+    signatures = [_signature(path) for path in signature_files]
+    weights = parse_weights(weights_text, len(signatures))
+    tasks = symbol_tasks(signatures, symbol_args)
+    if len(tasks) > 1:
+        try:
+            group_tasks = [
+                GroupTask(task=signatures[index], symbols=symbols, weight=weights[index])
+                for index, symbols in tasks
+            ]
+        except ValidationError as exc:  # a weight out of bounds
+            raise _invalid(exc) from exc
+        _submit_group(group_tasks, target, trials, strategy, watch, as_json, server, token)
+        return
+    signature, symbols = signatures[0], tasks[0][1]
     with connect(server, token) as client:
         try:
             submitted = client.submit(
-                document, target=target, trials=trials, symbols=symbols, strategy=strategy
+                signature, target=target, trials=trials, symbols=symbols, strategy=strategy
             )
         except ValueError as exc:  # the request, checked before it is sent
             raise _invalid(exc) from exc
         if not as_json:
             click.echo(
-                f"tuning {submitted.id} {submitted.outcome}: {document.get('name')} on "
+                f"tuning {submitted.id} {submitted.outcome}: {signature.name} on "
                 f"{submitted.target}, {submitted.trials_total} trials "
                 f"(workload {submitted.workload_key})"
             )
@@ -77,19 +113,58 @@ def submit(
         Console().print(tuning_table(tuning))
 
 
-@click.command()
-@click.argument("tuning_id", type=click.IntRange(min=1))
-@click.option("--watch", is_flag=True, help="Follow it with a progress bar until it ends.")
-@click.option("--json", "as_json", is_flag=True, help="Print the tuning as JSON.")
-@server_options
-def status(tuning_id: int, watch: bool, as_json: bool, server: str, token: str | None) -> None:
-    """Show a tuning's progress and its best kernel so far."""
+def _submit_group(
+    tasks: list[GroupTask],
+    target: str,
+    trials: int,
+    strategy: str,
+    watch: bool,
+    as_json: bool,
+    server: str,
+    token: str | None,
+) -> None:
+    """`submit` of several tasks: one group on one budget."""
     with connect(server, token) as client:
-        tuning = _watch(client, tuning_id, quiet=as_json) if watch else client.get(tuning_id)
+        try:
+            group = client.submit_group(tasks, target=target, trials=trials, strategy=strategy)
+        except ValueError as exc:
+            raise _invalid(exc) from exc
+        if not as_json:
+            click.echo(
+                f"tuning group {group.id} created: {len(tasks)} tasks on {group.target}, "
+                f"{group.trials_total} trials in all (tunings "
+                f"{', '.join(str(t.id) for t in group.tunings)})"
+            )
+        if watch:
+            group = _watch_group(client, group.id, quiet=as_json)
     if as_json:
-        click.echo(tuning.model_dump_json())
+        click.echo(group.model_dump_json())
+    elif watch:
+        Console().print(group_table(group))
+
+
+@click.command()
+@click.argument("ident", metavar="ID", type=click.IntRange(min=1))
+@click.option("--group", "is_group", is_flag=True, help="ID is a tuning group's.")
+@click.option("--watch", is_flag=True, help="Follow it with a progress bar until it ends.")
+@click.option("--json", "as_json", is_flag=True, help="Print the tuning (or group) as JSON.")
+@server_options
+def status(
+    ident: int, is_group: bool, watch: bool, as_json: bool, server: str, token: str | None
+) -> None:
+    """Show a tuning's (or with --group, a tuning group's) progress and best kernels so far."""
+    view: TuningView | TuningGroupView
+    with connect(server, token) as client:
+        if is_group:
+            view = _watch_group(client, ident, quiet=as_json) if watch else client.group(ident)
+        else:
+            view = _watch(client, ident, quiet=as_json) if watch else client.get(ident)
+    if as_json:
+        click.echo(view.model_dump_json())
+    elif isinstance(view, TuningGroupView):
+        Console().print(group_table(view))
     else:
-        Console().print(tuning_table(tuning))
+        Console().print(tuning_table(view))
 
 
 @click.command()
@@ -141,16 +216,28 @@ def best(
 )
 @click.option("--target", default="cpu", show_default=True, help="With a KEY: " + _TARGET_HELP)
 @symbol_option("With a KEY: the symbol values it was tuned for.")
+@click.option(
+    "--dispatch",
+    is_flag=True,
+    help="With a KEY: the best kernel of every tuned symbol value and the table that picks "
+    "one by the inputs' shapes (dispatch.json, k0/, k1/, ...).",
+)
 @server_options
 def download(
     ref: str,
     out_dir: Path,
     target: str,
     symbol_args: tuple[str, ...],
+    dispatch: bool,
     server: str,
     token: str | None,
 ) -> None:
-    """Download an artifact, or a workload's best kernel, for client.load_kernel."""
+    """Download an artifact, or a workload's best kernel (or kernels), for client.load_kernel."""
+    if dispatch:
+        if symbol_args:
+            raise UserError("--dispatch downloads every tuned symbol value: leave --symbol out")
+        _download_dispatch(ref, out_dir, target, server, token)
+        return
     symbols = parse_symbols(symbol_args) or None
     with connect(server, token) as client:
         try:
@@ -162,6 +249,29 @@ def download(
         f"wrote {out_dir}/ (the kernel and metadata.json): artifact {meta['artifact_sha256']}"
         + (f", {seconds(meta['latency_s'])} on {meta['target']}" if "latency_s" in meta else "")
     )
+
+
+def _download_dispatch(
+    key: str, out_dir: Path, target: str, server: str, token: str | None
+) -> None:
+    """`download --dispatch`: the table of workload `key` and every entry's kernel."""
+    from client.dispatch import save_dispatch
+    from client.sdk import kernel_metadata
+
+    with connect(server, token) as client:
+        try:
+            table = client.dispatch(key, target=target)
+        except ValueError as exc:
+            raise _invalid(exc) from exc
+        kernels = []
+        for entry in table.entries:
+            if entry.record.artifact_sha256 is None:
+                raise InternalError(f"record {entry.record.id} has no artifact")
+            artifact = client.artifact(entry.record.artifact_sha256)
+            metadata = kernel_metadata(artifact.meta, artifact.sha256, entry.record)
+            kernels.append((artifact.data, None, metadata))
+    save_dispatch(out_dir, table, kernels)
+    show_dispatch(out_dir, table)
 
 
 @click.command()
@@ -189,18 +299,42 @@ def tuning_table(tuning: TuningView) -> Table:
     table = Table(title=f"tuning {tuning.id}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    symbols = ", ".join(f"{k}={v}" for k, v in tuning.symbols.items()) or "-"
     rows = [
         ("status", str(tuning.status) + (f": {tuning.error}" if tuning.error else "")),
         ("workload", tuning.workload_key),
         ("target", tuning.target),
-        ("symbols", symbols),
+        ("symbols", symbols_text(tuning.symbols)),
         ("trials", f"{tuning.trials_done} of {tuning.trials_total} ({tuning.strategy})"),
         ("best", seconds(tuning.best.latency_s) if tuning.best else "-"),
         ("artifact", (tuning.best.artifact_sha256 if tuning.best else None) or "-"),
     ]
     for label, value in rows:
         table.add_row(label, value)
+    return table
+
+
+def group_table(group: TuningGroupView) -> Table:
+    """A group as one row per task (its tuning), then the weighted total of their bests."""
+    status = str(group.status) + (f": {group.error}" if group.error else "")
+    title = (
+        f"tuning group {group.id} on {group.target}: {status}, "
+        f"{group.trials_done} of {group.trials_total} trials ({group.strategy})"
+    )
+    table = Table(title=title)
+    for column in ("tuning", "workload", "symbols", "weight", "status", "trials", "best"):
+        table.add_column(column, justify="right" if column in ("weight", "trials") else "left")
+    for tuning, weight in zip(group.tunings, group.weights, strict=True):
+        table.add_row(
+            str(tuning.id),
+            tuning.workload_key[:12],
+            symbols_text(tuning.symbols),
+            f"{weight:g}",
+            str(tuning.status),
+            str(tuning.trials_done),
+            seconds(tuning.best.latency_s) if tuning.best else "-",
+        )
+    table.add_section()
+    table.add_row("weighted total", "", "", "", "", "", seconds(_weighted_best(group)))
     return table
 
 
@@ -211,7 +345,7 @@ def record_table(record: RecordView) -> Table:
     rows = [
         ("latency", seconds(record.latency_s)),
         ("target", record.target),
-        ("symbols", ", ".join(f"{k}={v}" for k, v in record.symbols.items()) or "-"),
+        ("symbols", symbols_text(record.symbols)),
         ("config", json.dumps(record.config)),
         ("artifact", record.artifact_sha256 or "-"),
         ("record", f"{record.id} (tuning {record.tuning_id}, {record.created_at:%Y-%m-%d %H:%M})"),
@@ -222,49 +356,83 @@ def record_table(record: RecordView) -> Table:
     return table
 
 
+def _weighted_best(group: TuningGroupView) -> float | None:
+    """The model's latency as the group stands: every task's best times its weight (None
+    until every task has a verified kernel)."""
+    if any(tuning.best is None for tuning in group.tunings):
+        return None
+    return sum(
+        weight * tuning.best.latency_s
+        for tuning, weight in zip(group.tunings, group.weights, strict=True)
+        if tuning.best is not None and tuning.best.latency_s is not None
+    )
+
+
 def _watch(client: Client, tuning_id: int, *, quiet: bool) -> TuningView:
     """`client.wait` with a progress bar on stderr (none when `quiet`)."""
     with progress_bar(enabled=not quiet) as on_progress:
         return client.wait(tuning_id, on_progress=on_progress)
 
 
+def _watch_group(client: Client, group_id: int, *, quiet: bool) -> TuningGroupView:
+    """`client.wait_group` with a progress bar on stderr (none when `quiet`)."""
+    with progress_bar(enabled=not quiet) as on_progress:
+        return client.wait_group(group_id, on_progress=on_progress)
+
+
 @contextmanager
-def progress_bar(*, enabled: bool = True) -> Iterator[Callable[[TuningView], None] | None]:
-    """A rich progress bar on stderr, fed with the tuning views `Client.wait` polls."""
+def progress_bar(
+    *, enabled: bool = True
+) -> Iterator[Callable[[TuningView | TuningGroupView], None] | None]:
+    """A rich progress bar on stderr, fed with the views `Client.wait` (or `wait_group`)
+    polls; a group's best is its weighted total."""
     if not enabled:
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
-        TextColumn("tuning {task.fields[id]}"),
+        TextColumn("{task.fields[what]} {task.fields[id]}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}  best {task.fields[best]}"),
         TimeElapsedColumn(),
         console=Console(stderr=True),
     ) as bar:
-        task = bar.add_task("tuning", total=None, id="", status="", best="-")
+        task = bar.add_task("tuning", total=None, what="tuning", id="", status="", best="-")
 
-        def update(tuning: TuningView) -> None:
-            best = seconds(tuning.best.latency_s) if tuning.best else "-"
+        def update(view: TuningView | TuningGroupView) -> None:
+            if isinstance(view, TuningGroupView):
+                what, best = "tuning group", _weighted_best(view)
+            else:
+                what, best = "tuning", view.best.latency_s if view.best else None
             bar.update(
                 task,
-                total=tuning.trials_total,
-                completed=tuning.trials_done,
-                id=tuning.id,
-                status=str(tuning.status),
-                best=best,
+                total=view.trials_total,
+                completed=view.trials_done,
+                what=what,
+                id=view.id,
+                status=str(view.status),
+                best=seconds(best),
             )
 
         yield update
 
 
-def _invalid(exc: ValueError) -> UserError:
+def _signature(path: Path) -> TaskSignature:
+    """The task signature in `path`, checked as the server will (its program is the server's
+    to validate); UserError for anything wrong."""
+    try:
+        return TaskSignature.model_validate(read_signature(path))
+    except ValidationError as exc:
+        raise _invalid(exc, f"{path}: invalid signature") from exc
+
+
+def _invalid(exc: ValueError, what: str = "invalid request") -> UserError:
     """A request the SDK refused to send (a bad target, signature or count), as one line."""
     if not isinstance(exc, ValidationError):
         return UserError(str(exc))
     error = exc.errors()[0]
     where = ".".join(str(part) for part in error.get("loc", ())) or "request"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return UserError(f"invalid request: {where}: {error['msg']}{more}")
+    return UserError(f"{what}: {where}: {error['msg']}{more}")

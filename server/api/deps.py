@@ -20,7 +20,7 @@ from schemas.target import Target
 from server.api.metrics import Metrics
 from server.best import BestLookup
 from server.db import store
-from server.db.models import Artifact, Tuning, Workload
+from server.db.models import Artifact, Tuning, TuningGroup, Workload
 from server.db.session import session_scope
 from server.errors import InvalidRequest, NotFound
 from server.settings import Settings
@@ -60,6 +60,7 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 # Path parameters: ids within the database's integer range, lowercase sha256 hex keys.
 TuningId = Annotated[int, Path(ge=1, le=MAX_ID)]
+GroupId = Annotated[int, Path(ge=1, le=MAX_ID)]
 WorkloadKey = Annotated[str, Path(pattern=SHA256_PATTERN)]
 Sha256 = Annotated[str, Path(pattern=SHA256_PATTERN)]
 WorkloadKeyQuery = Annotated[str | None, Query(pattern=SHA256_PATTERN)]
@@ -70,6 +71,13 @@ def get_tuning(tuning_id: TuningId, s: SessionDep) -> Tuning:
     if tuning is None:
         raise NotFound(f"no tuning {tuning_id}")
     return tuning
+
+
+def get_group(group_id: GroupId, s: SessionDep) -> TuningGroup:
+    group = store.get_group(s, group_id)
+    if group is None:
+        raise NotFound(f"no tuning group {group_id}")
+    return group
 
 
 def get_workload(key: WorkloadKey, s: SessionDep) -> Workload:
@@ -87,6 +95,7 @@ def get_artifact(sha256: Sha256, s: SessionDep) -> Artifact:
 
 
 TuningDep = Annotated[Tuning, Depends(get_tuning, scope="function")]
+GroupDep = Annotated[TuningGroup, Depends(get_group, scope="function")]
 WorkloadDep = Annotated[Workload, Depends(get_workload, scope="function")]
 ArtifactDep = Annotated[Artifact, Depends(get_artifact, scope="function")]
 

@@ -46,10 +46,12 @@ def validation_message(errors: Sequence[Any]) -> str:
     if not errors:
         return "invalid request"
     first = errors[0]
-    loc = [str(part) for part in first.get("loc", ())]
+    loc = list(first.get("loc", ()))
     if loc and loc[0] == "body":  # the body is what is usually meant; say where in it
         loc = loc[1:]
-    where = ".".join(loc) or "body"
+    # List positions as indexes (`tasks[2].task`), the way messages name a group's tasks.
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    where = where or "body"
     message = str(first.get("msg", "invalid"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"invalid request: {where}: {message}{more}"

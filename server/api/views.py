@@ -7,9 +7,10 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from schemas.api import MAX_ID, Page, RecordView, Submission, TuningView
+from schemas.api import MAX_ID, Page, RecordView, Submission, TuningGroupView, TuningView
 from server.db import store
-from server.db.models import Record, Tuning
+from server.db.models import Record, Tuning, TuningGroup
+from server.groups import group_state
 from server.submit import Submitted
 
 ItemT = TypeVar("ItemT")
@@ -30,6 +31,39 @@ def submission(s: Session, submitted: Submitted) -> Submission:
     assert tuning is not None  # committed by the submission
     view = tuning_view(s, tuning)
     return Submission(**dict(view), outcome=submitted.outcome)
+
+
+def group_views(s: Session, groups: Sequence[TuningGroup]) -> list[TuningGroupView]:
+    """Views of `groups`: their members, statuses and best records in three queries."""
+    ids = [g.id for g in groups]
+    members, statuses = store.group_members(s, ids), store.group_statuses(s, ids)
+    tunings = tuning_views(s, [t for g in groups for t in members.get(g.id, [])])
+    by_id = {view.id: view for view in tunings}
+    views = []
+    for group in groups:
+        own = members.get(group.id, [])
+        state = group_state(own, statuses[group.id])
+        views.append(
+            TuningGroupView(
+                id=group.id,
+                target=group.target,
+                strategy=group.strategy,
+                status=state.status,
+                trials_done=state.trials_done,
+                trials_total=group.trials_requested,
+                weights=[t.weight or 1.0 for t in own],
+                tunings=[by_id[t.id] for t in own],
+                error=_first_line(state.error),
+                created_at=group.created_at,
+                started_at=state.started_at,
+                finished_at=state.finished_at,
+            )
+        )
+    return views
+
+
+def group_view(s: Session, group: TuningGroup) -> TuningGroupView:
+    return group_views(s, [group])[0]
 
 
 def page(items: Sequence[ItemT], limit: int, offset: int) -> Page[ItemT]:
@@ -54,9 +88,13 @@ def _tuning_view(tuning: Tuning, best: Record | None) -> TuningView:
         trials_done=tuning.trials_done,
         trials_total=tuning.trials_requested,
         best=None if best is None else RecordView.model_validate(best),
-        # The first line: the tuner stores its traceback after it, for operators.
-        error=tuning.error.splitlines()[0] if tuning.error else None,
+        error=_first_line(tuning.error),
         created_at=tuning.created_at,
         started_at=tuning.started_at,
         finished_at=tuning.finished_at,
     )
+
+
+def _first_line(error: str | None) -> str | None:
+    """The first line: the tuner stores its traceback after it, for operators."""
+    return error.splitlines()[0] if error else None

@@ -99,8 +99,22 @@ class Workload(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class TuningGroup(Base):
+    """Several tunings on one trial budget (a model's layers), run by one tuner job. Its status
+    and progress are its members' (`Tuning.group_id`), so they cannot disagree."""
+
+    __tablename__ = "tuning_groups"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target: Mapped[str] = mapped_column(String(64))
+    strategy: Mapped[str] = mapped_column(String(64))
+    trials_requested: Mapped[int] = mapped_column(Integer)  # the budget all members share
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
 class Tuning(Base):
-    """One tuning request and its progress: a workload, a target, symbol values and a budget."""
+    """One tuning request and its progress: a workload, a target, symbol values and a budget;
+    a member of a group also has the group's id and its weight in the group."""
 
     __tablename__ = "tunings"
 
@@ -121,6 +135,8 @@ class Tuning(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # Tunings and records reference each other; `use_alter` breaks the cycle at CREATE time.
     best_record_id: Mapped[int | None] = mapped_column(ForeignKey("records.id", use_alter=True))
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("tuning_groups.id"), index=True)
+    weight: Mapped[float | None] = mapped_column(Double)  # runs per model call, in its group
 
     __table_args__ = (
         Index("ix_tunings_lookup", "workload_key", "target", "symbols_key", "status"),

@@ -12,14 +12,25 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, or_, select
+from sqlalchemy import ColumnElement, Select, case, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from compiler.space.space import Space
+from schemas.api import RecordView
+from schemas.dispatch import DispatchEntry, DispatchTable
 from schemas.record import RecordStatus, TuningStatus
+from schemas.signature import TaskSignature
 from schemas.target import Target
-from server.db.models import Artifact, CostModel, Record, Tuning, Workload, utcnow
+from server.db.models import (
+    Artifact,
+    CostModel,
+    Record,
+    Tuning,
+    TuningGroup,
+    Workload,
+    utcnow,
+)
 
 ACTIVE_TUNING_STATUSES = (TuningStatus.QUEUED, TuningStatus.RUNNING)
 FINISHED_TUNING_STATUSES = (TuningStatus.DONE, TuningStatus.FAILED, TuningStatus.CANCELLED)
@@ -68,6 +79,18 @@ def get_workload(s: Session, key: str) -> Workload | None:
     return s.get(Workload, key)
 
 
+def workload_symbols(s: Session, key: str, values: Mapping[str, int]) -> dict[str, int]:
+    """`values` (every symbol, in declaration order, under some submitter's names) under the
+    names workload `key` keeps, its first signature's: signatures that differ only in names
+    are one workload, and their symbols correspond by position, as in the workload key.
+    As given for a workload not stored yet."""
+    workload = get_workload(s, key)
+    if workload is None:
+        return dict(values)
+    names = list(workload.signature.get("symbols", {}))
+    return dict(zip(names, values.values(), strict=True))
+
+
 def list_workloads(s: Session, *, limit: int = 100, offset: int = 0) -> list[Workload]:
     """Newest first."""
     query = select(Workload).order_by(Workload.created_at.desc(), Workload.key)
@@ -85,8 +108,10 @@ def create_tuning(
     symbols: Mapping[str, Any],
     trials: int,
     strategy: str,
+    group_id: int | None = None,
+    weight: float | None = None,
 ) -> Tuning:
-    """A new tuning, queued."""
+    """A new tuning, queued; a group member gets its group's id and its weight there."""
     tuning = Tuning(
         workload_key=workload_key,
         target=str(target),
@@ -97,6 +122,8 @@ def create_tuning(
         strategy=strategy,
         status=TuningStatus.QUEUED,
         created_at=utcnow(),
+        group_id=group_id,
+        weight=weight,
     )
     s.add(tuning)
     s.flush()
@@ -176,6 +203,82 @@ def update_tuning(
         tuning.error = error
     s.flush()
     return tuning
+
+
+# Tuning groups
+
+
+def create_group(s: Session, *, target: str | Target, strategy: str, trials: int) -> TuningGroup:
+    """A new, empty group with a budget of `trials`; its members are tunings that name it."""
+    group = TuningGroup(
+        target=str(target), strategy=strategy, trials_requested=trials, created_at=utcnow()
+    )
+    s.add(group)
+    s.flush()
+    return group
+
+
+def get_group(s: Session, group_id: int) -> TuningGroup | None:
+    return s.get(TuningGroup, group_id)
+
+
+def list_groups(
+    s: Session, *, limit: int = 100, offset: int = 0, status: TuningStatus | None = None
+) -> list[TuningGroup]:
+    """Newest first; only those whose status (`group_statuses`) is `status`, if given."""
+    query = select(TuningGroup)
+    if status is not None:
+        statuses = _group_statuses_query().subquery()
+        query = query.join(statuses, statuses.c.group_id == TuningGroup.id).where(
+            statuses.c.status == status.value
+        )
+    query = query.order_by(TuningGroup.id.desc()).limit(limit).offset(offset)
+    return list(s.scalars(query))
+
+
+def group_statuses(s: Session, group_ids: Sequence[int]) -> dict[int, TuningStatus]:
+    """Each group's status, derived from its members' in one query (a group without members
+    is left out): queued while all are queued, running while any is unfinished, then failed
+    if any failed, else cancelled if any was cancelled, else done."""
+    if not group_ids:
+        return {}
+    query = _group_statuses_query().where(Tuning.group_id.in_(set(group_ids)))
+    rows = s.execute(query)
+    return {group: TuningStatus(status) for group, status in rows if group is not None}
+
+
+def _group_statuses_query() -> Select[int | None, str]:
+    """(group_id, status) of every group; the one definition of a group's status, so that
+    views and filters cannot disagree."""
+
+    def members(*statuses: TuningStatus) -> ColumnElement[int]:
+        return func.sum(case((Tuning.status.in_(statuses), 1), else_=0))
+
+    status = case(
+        (members(TuningStatus.QUEUED) == func.count(), TuningStatus.QUEUED.value),
+        (members(*ACTIVE_TUNING_STATUSES) > 0, TuningStatus.RUNNING.value),
+        (members(TuningStatus.FAILED) > 0, TuningStatus.FAILED.value),
+        (members(TuningStatus.CANCELLED) > 0, TuningStatus.CANCELLED.value),
+        else_=TuningStatus.DONE.value,
+    )
+    return (
+        select(Tuning.group_id, status.label("status"))
+        .where(Tuning.group_id.is_not(None))
+        .group_by(Tuning.group_id)
+    )
+
+
+def group_members(s: Session, group_ids: Sequence[int]) -> dict[int, list[Tuning]]:
+    """The tunings of each group, in the order they were submitted, in one query (a group
+    without any is left out)."""
+    members: dict[int, list[Tuning]] = {}
+    if not group_ids:
+        return members
+    query = select(Tuning).where(Tuning.group_id.in_(set(group_ids))).order_by(Tuning.id)
+    for tuning in s.scalars(query):
+        assert tuning.group_id is not None  # selected by it
+        members.setdefault(tuning.group_id, []).append(tuning)
+    return members
 
 
 # Artifacts
@@ -318,6 +421,43 @@ def best_record(
     )
     query = query.where(Record.latency_s.is_not(None)).order_by(Record.latency_s, Record.id)
     return s.scalars(query.limit(1)).first()
+
+
+def dispatch_table(s: Session, workload_key: str, target: Target) -> DispatchTable | None:
+    """The best `ok` record of every symbol assignment measured for the workload on `target`
+    (incomplete: any ISA or arch of its kind, as in `best_record`), in one query, as a
+    dispatch table over the symbols' declared ranges; None without any such record (or
+    workload). Entries are ordered by their symbol values."""
+    workload = get_workload(s, workload_key)
+    if workload is None:
+        return None
+    ranked = _records_query(
+        workload_key=workload_key,
+        target=target,
+        status=RecordStatus.OK,
+        symbols=None,
+        config=None,
+        tuning_id=None,
+        feature_version=None,
+    ).where(Record.latency_s.is_not(None))
+    rank = (
+        func.row_number()
+        .over(partition_by=Record.symbols_key, order_by=(Record.latency_s, Record.id))
+        .label("rank")
+    )
+    ranked_records = ranked.add_columns(rank).subquery()
+    best = aliased(Record, ranked_records)
+    records = list(s.scalars(select(best).where(ranked_records.c.rank == 1)))
+    if not records:
+        return None
+    declared = TaskSignature.model_validate(workload.signature).symbols
+    entries = [
+        DispatchEntry(symbols=r.symbols, record=RecordView.model_validate(r))
+        for r in sorted(records, key=lambda r: [r.symbols.get(name, 0) for name in declared])
+    ]
+    return DispatchTable(
+        workload_key=workload_key, target=str(target), ranges=dict(declared), entries=entries
+    )
 
 
 def list_records(

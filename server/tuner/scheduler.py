@@ -117,9 +117,17 @@ class TaskScheduler:
         return max(active, key=lambda i: (self.gain(i), -self.tasks[i].trials, -i))
 
     def batch_for(self, task: int) -> int:
-        """Trials of the next batch of `task`: a batch, or what is left of the budget."""
-        del task  # every task gets the same batch size; the argument leaves room for more
-        return max(0, min(self.batch_size, self.remaining))
+        """Trials of the next batch of `task`: a batch, or what is left of the budget. During
+        warm-up the budget is shared with the tasks still waiting for their first batch, so a
+        budget smaller than a batch per task still reaches every task (a dispatch table over
+        several symbol values needs a kernel for each)."""
+        if self.remaining <= 0:
+            return 0
+        share = self.remaining
+        if self.tasks[task].batches == 0:
+            waiting = sum(1 for i in range(len(self.tasks)) if self.tasks[i].batches == 0)
+            share = max(1, self.remaining // waiting)
+        return min(self.batch_size, share)
 
     def gain(self, task: int) -> float:
         """Expected drop of the weighted total latency (seconds) from one more batch."""

@@ -1,15 +1,17 @@
-"""The tuner as a service: each tuning is an RQ job on `tunehub:tuner`, run by `tunehub tuner`.
+"""The tuner as a service: each tuning (or tuning group) is an RQ job on `tunehub:tuner`, run
+by `tunehub tuner`.
 
 A tuning never runs inside an HTTP request: the API creates the queued Tuning row and calls
 `enqueue_tuning`; a tuner daemon (`run_tuner_daemon`), the one service process besides the API
 that holds database credentials, runs `run_tuning`: the same `Tuner` as `tunehub tune`, with an
 `RQExecutor`, so candidates go to the worker daemons and their results come back to be stored
-here. Each tuning runs in a forked child of the daemon (RQ's `Worker`), so a tuning that
-crashes takes only itself down.
+here. A tuning group is one job (`enqueue_group`, `run_group`) that steps its members on one
+budget with `Tuner.run_many`, as `tunehub tune A.json B.json` does. Each job runs in a forked
+child of the daemon (RQ's `Worker`), so a tuning that crashes takes only itself down.
 
-A tuning whose process dies is marked failed (with the reason) when the daemon sees its child
-die or, if the daemon died too, when RQ later finds the job abandoned; running it again
-resumes it from the records already stored.
+A tuning whose process dies is marked failed (with the reason; a group's unfinished members
+all are) when the daemon sees its child die or, if the daemon died too, when RQ later finds
+the job abandoned; submitting it again resumes it from the records already stored.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import argparse
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from redis import Redis
@@ -30,12 +33,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from schemas.record import TuningStatus
 from schemas.target import Target
 from server.db import store
+from server.db.models import Tuning
 from server.db.session import make_engine, migrate, session_factory, session_scope
 from server.settings import Settings, get_settings
 from server.tuner.rq_executor import RQExecutor
 from server.tuner.tuner import Tuner, TuningSummary
 from worker.daemon import DEFAULT_REDIS_URL
-from worker.queues import TUNER_QUEUE, tuning_job_id
+from worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
 
 # A tuning stops at its trial budget long before this; the timeout catches a stuck tuner.
 TUNING_TIMEOUT_S = 24 * 3600
@@ -50,7 +54,20 @@ log = logging.getLogger(__name__)
 def enqueue_tuning(redis: Redis, tuning_id: int) -> str:
     """Queue tuning `tuning_id` for a tuner daemon and return its job id. Idempotent: a tuning
     already queued or running is left alone; a finished one is queued again (and resumes)."""
-    job_id = tuning_job_id(tuning_id)
+    return _enqueue(redis, run_tuning, tuning_id, tuning_job_id(tuning_id), "tuning")
+
+
+def enqueue_group(redis: Redis, group_id: int) -> str:
+    """Queue tuning group `group_id` (one job for all its tunings), as `enqueue_tuning` does."""
+    return _enqueue(redis, run_group, group_id, group_job_id(group_id), "tuning group")
+
+
+def tuner_job_id(tuning: Tuning) -> str:
+    """The id of the tuner job that runs `tuning`: its group's, or its own."""
+    return tuning_job_id(tuning.id) if tuning.group_id is None else group_job_id(tuning.group_id)
+
+
+def _enqueue(redis: Redis, function: Callable[..., Any], arg: int, job_id: str, what: str) -> str:
     try:
         previous = Job.fetch(job_id, connection=redis)
     except NoSuchJobError:
@@ -59,18 +76,18 @@ def enqueue_tuning(redis: Redis, tuning_id: int) -> str:
         if previous.get_status() in _ACTIVE_JOB:
             return job_id
         previous.delete()
-    # Enqueued concurrently by someone else (DuplicateJobError): the same tuning, once.
+    # Enqueued concurrently by someone else (DuplicateJobError): the same job, once.
     with contextlib.suppress(DuplicateJobError):
         Queue(TUNER_QUEUE, connection=redis).enqueue(
-            run_tuning,
-            tuning_id,
+            function,
+            arg,
             job_id=job_id,
             unique=True,
             job_timeout=TUNING_TIMEOUT_S,
             result_ttl=RESULT_TTL_S,
             failure_ttl=FAILURE_TTL_S,
             on_failure=Callback(tuning_job_failed),
-            description=f"tuning {tuning_id}",
+            description=f"{what} {arg}",
         )
     return job_id
 
@@ -82,42 +99,50 @@ def run_tuning(tuning_id: int, *, settings: Settings | None = None) -> TuningSum
     settings'. Any error, before or during the search, leaves the tuning failed with it.
     """
     settings = settings or get_settings()
-    engine = make_engine(settings.database_url)
-    sessions = session_factory(engine)
-    job = get_current_job()
-    redis = job.connection if job is not None else _redis(settings)
-    try:
+    with (
+        _database(settings) as sessions,
+        _failing(sessions, [tuning_id]),
+        _job_redis(settings) as redis,
+    ):
+        return _tuner(sessions, redis, tuning_id).run(tuning_id)
+
+
+def run_group(group_id: int, *, settings: Settings | None = None) -> list[TuningSummary]:
+    """Run a tuning group's tunings on its one budget (`Tuner.run_many`, each task weighted as
+    submitted): the RQ job behind `enqueue_group`. Redis, the database and errors as in
+    `run_tuning`; an error leaves every unfinished member failed with it."""
+    settings = settings or get_settings()
+    with _database(settings) as sessions:
         with session_scope(sessions) as s:
-            tuning = store.get_tuning(s, tuning_id)
-            if tuning is None:
-                raise LookupError(f"no tuning {tuning_id}")
-            target = Target.parse(tuning.target)
-        executor = RQExecutor(redis)
-        threads = executor.measure_threads(executor.resolve(target))
-        return Tuner(sessions, executor, threads=threads).run(tuning_id)
-    except Exception as exc:
-        _fail(sessions, tuning_id, f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
-        if job is None:
-            redis.close()
-        engine.dispose()
+            group = store.get_group(s, group_id)
+            members = store.group_members(s, [group_id]).get(group_id, [])
+            if group is None or not members:
+                raise LookupError(f"no tuning group {group_id}")
+            ids = [t.id for t in members]
+            weights = [t.weight or 1.0 for t in members]
+            trials = group.trials_requested
+        with _failing(sessions, ids), _job_redis(settings) as redis:
+            return _tuner(sessions, redis, ids[0]).run_many(ids, weights, trials)
 
 
 def tuning_job_failed(job: Job, connection: Redis, exc_type: Any, *_: Any) -> None:
-    """RQ failure callback of a tuning job: run when `run_tuning` raised (already recorded)
-    and when RQ finds the job abandoned by a dead tuner daemon."""
+    """RQ failure callback of a tuner job: run when it raised (already recorded) and when RQ
+    finds the job abandoned by a dead tuner daemon."""
     name = getattr(exc_type, "__name__", str(exc_type))
-    fail_tuning(job.args[0], f"the tuning job failed ({name}); run it again to resume")
+    fail_job(job, f"the tuning job failed ({name}); submit it again to resume")
 
 
-def fail_tuning(tuning_id: int, error: str) -> None:
-    """Mark a tuning failed with `error`, with the settings' database, unless it has ended."""
-    engine = make_engine(get_settings().database_url)
-    try:
-        _fail(session_factory(engine), tuning_id, error)
-    finally:
-        engine.dispose()
+def fail_job(job: Job, error: str) -> None:
+    """Mark the tunings a tuner job runs (one, or a group's) failed with `error`, unless they
+    have ended; with the settings' database."""
+    with _database(get_settings()) as sessions:
+        if job.id == group_job_id(job.args[0]):
+            with session_scope(sessions) as s:
+                members = store.group_members(s, [job.args[0]]).get(job.args[0], [])
+                tuning_ids = [t.id for t in members]
+        else:
+            tuning_ids = [job.args[0]]
+        _fail(sessions, tuning_ids, error)
 
 
 def run_tuner_daemon(redis_url: str, *, name: str | None = None, burst: bool = False) -> None:
@@ -157,17 +182,65 @@ def _redis(settings: Settings) -> Redis:
     return Redis.from_url(settings.redis_url)
 
 
-def _fail(sessions: sessionmaker[Session], tuning_id: int, error: str) -> None:
+@contextmanager
+def _database(settings: Settings) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(settings.database_url)
+    try:
+        yield session_factory(engine)
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def _job_redis(settings: Settings) -> Iterator[Redis]:
+    """The Redis of the current RQ job (left open: RQ owns it), else the settings' one."""
+    job = get_current_job()
+    if job is not None:
+        yield job.connection
+        return
+    redis = _redis(settings)
+    try:
+        yield redis
+    finally:
+        redis.close()
+
+
+@contextmanager
+def _failing(sessions: sessionmaker[Session], tuning_ids: Sequence[int]) -> Iterator[None]:
+    """Any error in the block leaves the unfinished tunings failed with it (the tuner records
+    its own errors with their traceback first; this catches the ones before it starts)."""
+    try:
+        yield
+    except Exception as exc:
+        _fail(sessions, tuning_ids, f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _tuner(sessions: sessionmaker[Session], redis: Redis, tuning_id: int) -> Tuner:
+    """A tuner on the worker daemons, measuring with the threads the target's workers offer
+    (`tuning_id`'s target: a group's members share theirs)."""
     with session_scope(sessions) as s:
         tuning = store.get_tuning(s, tuning_id)
-        if tuning is not None and tuning.status in store.ACTIVE_TUNING_STATUSES:
-            store.update_tuning(s, tuning_id, status=TuningStatus.FAILED, error=error)
+        if tuning is None:
+            raise LookupError(f"no tuning {tuning_id}")
+        target = Target.parse(tuning.target)
+    executor = RQExecutor(redis)
+    threads = executor.measure_threads(executor.resolve(target))
+    return Tuner(sessions, executor, threads=threads)
+
+
+def _fail(sessions: sessionmaker[Session], tuning_ids: Sequence[int], error: str) -> None:
+    with session_scope(sessions) as s:
+        for tuning_id in tuning_ids:
+            tuning = store.get_tuning(s, tuning_id)
+            if tuning is not None and tuning.status in store.ACTIVE_TUNING_STATUSES:
+                store.update_tuning(s, tuning_id, status=TuningStatus.FAILED, error=error)
 
 
 def _tuner_killed(job: Job, _pid: int, status: int, _rusage: Any) -> None:
-    """The child running a tuning died (out of memory, a signal): say so in the tuning."""
+    """The child running a tuner job died (out of memory, a signal): say so in its tunings."""
     how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {status}"
-    fail_tuning(job.args[0], f"the tuner process died ({how}); run it again to resume")
+    fail_job(job, f"the tuner process died ({how}); submit it again to resume")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from compiler import features, search
 from compiler.analysis import CONTRACTION, analyze
 from compiler.canonical import workload_key
-from compiler.cost_model import XGBModel
+from compiler.cost_model import XGBModel, roofline
 from compiler.ir import Program
 from compiler.program import load
 from compiler.space import space_for
@@ -92,8 +92,11 @@ def submit(
     symbols: Mapping[str, int],
     trials: int,
     strategy: str,
+    group_id: int | None = None,
+    weight: float | None = None,
 ) -> int:
-    """Register a tuning request (workload upserted, tuning queued) and return its id.
+    """Register a tuning request (workload upserted, tuning queued) and return its id; a
+    group's member names its group and its weight there.
 
     Validates everything a tuning could fail on late: the program, the strategy name and the
     symbol values (SignatureError / ValueError with a one-line message).
@@ -104,15 +107,19 @@ def submit(
     if trials < 1:
         raise ValueError(f"trials must be at least 1, not {trials}")
     key = workload_key(program)
-    # The signature as submitted (not the canonical form): the tuner loads it back.
+    resolved = resolve_symbols(program, symbols)
+    # The signature as submitted (not the canonical form): the tuner loads it back. A later
+    # submitter's symbol names may differ; the tuning uses the stored signature's.
     store.upsert_workload(s, key=key, name=signature.name, signature=signature.model_dump())
     tuning = store.create_tuning(
         s,
         workload_key=key,
         target=target,
-        symbols=resolve_symbols(program, symbols),
+        symbols=store.workload_symbols(s, key, resolved),
         trials=trials,
         strategy=strategy,
+        group_id=group_id,
+        weight=weight,
     )
     return tuning.id
 
@@ -342,6 +349,9 @@ class _Run:
                 lambda c: list(features.extract(program, target, c, symbols).values()),
                 XGBModel(seed=tuner.seed),
                 prior,
+                # The zero-data estimate models a CPU core; on GPUs it is unvalidated, so
+                # their first batch stays random until GPU timings say otherwise.
+                estimate=roofline.estimate if target.kind == "cpu" else None,
             )
         self.strategy = search.create(
             job.strategy, space, seed=tuner.seed, known=known, guide=self.guide

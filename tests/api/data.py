@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from compiler.canonical import workload_key
 from compiler.program import load
+from schemas.api import Scope
 from schemas.record import RecordStatus
-from server.db import store
+from server.db import store, tokens
 from server.db.models import Record
 from server.db.session import session_scope
 
@@ -31,6 +32,17 @@ def key_of(sig: dict[str, Any]) -> str:
 def sessions(client: TestClient) -> sessionmaker[Session]:
     factory: sessionmaker[Session] = client.app.state.services.sessions  # type: ignore[attr-defined]
     return factory
+
+
+def make_token(
+    client_sessions: sessionmaker[Session], scope: Scope, *, revoked: bool = False
+) -> str:
+    """The secret of a new API token of `scope` (revoked at once if asked)."""
+    with session_scope(client_sessions) as s:
+        created, secret = tokens.create_token(s, name=f"test {scope}", scope=scope)
+        if revoked:
+            tokens.revoke_token(s, token_id=created.id)
+    return secret
 
 
 def add_record(

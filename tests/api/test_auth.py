@@ -14,23 +14,15 @@ from server.db.models import ApiToken
 from server.db.session import migrate, session_scope
 from server.settings import Settings
 from tests.api.conftest import MakeClient
-from tests.api.data import sessions, signature
-
-
-def _token(client_sessions: object, scope: Scope, *, revoked: bool = False) -> str:
-    with session_scope(client_sessions) as s:  # type: ignore[arg-type]
-        created, secret = tokens.create_token(s, name=f"test {scope}", scope=scope)
-        if revoked:
-            tokens.revoke_token(s, token_id=created.id)
-    return secret
+from tests.api.data import make_token, sessions, signature
 
 
 def test_token_mode_needs_a_live_token_of_enough_scope(make_client: MakeClient) -> None:
     client = make_client(auth="token")
-    read = _token(sessions(client), Scope.READ)
-    submit = _token(sessions(client), Scope.SUBMIT)
-    admin = _token(sessions(client), Scope.ADMIN)
-    revoked = _token(sessions(client), Scope.ADMIN, revoked=True)
+    read = make_token(sessions(client), Scope.READ)
+    submit = make_token(sessions(client), Scope.SUBMIT)
+    admin = make_token(sessions(client), Scope.ADMIN)
+    revoked = make_token(sessions(client), Scope.ADMIN, revoked=True)
 
     def auth(secret: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"}
@@ -81,7 +73,7 @@ def test_an_open_server_is_refused_on_a_public_address(settings: Settings) -> No
 
 def test_tokens_are_stored_hashed(settings: Settings, make_client: MakeClient) -> None:
     client = make_client(auth="token")
-    secret = _token(sessions(client), Scope.READ)
+    secret = make_token(sessions(client), Scope.READ)
     with session_scope(sessions(client)) as s:
         stored = s.scalars(select(ApiToken)).one()
         assert stored.secret_sha256 == tokens.hash_secret(secret)

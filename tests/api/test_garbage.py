@@ -72,6 +72,34 @@ BAD_JSON_BODIES: list[Any] = [
     _task(name=""),
 ]
 
+
+def _group(task: Any, **changes: Any) -> dict[str, Any]:
+    """A tuning group whose second task is `task`."""
+    return {"tasks": [{"task": SIG}, task], "target": "cpu", "trials": 2, **changes}
+
+
+BAD_GROUP_BODIES: list[Any] = [
+    *(
+        _group({"task": body["task"]})
+        for body in BAD_JSON_BODIES
+        if isinstance(body, dict) and body.get("task", SIG) is not SIG
+    ),
+    *(_group({"task": SIG, "weight": weight}) for weight in (0, -1, 10**7, "2", None)),
+    _group({"task": SIG, "symbols": {"M": "64"}}),
+    _group({"task": SIG, "symbols": [1]}),
+    _group({"task": SIG, "extra_field": 1}),
+    _group({"task": SIG}),  # the same task twice
+    _group(None),
+    _group([]),
+    _group("matmul"),
+    _group({"task": SIG, "symbols": {"N": 1}}, trials=10**100),
+    _group({"task": SIG, "symbols": {"N": 1}}, target="gpu"),
+    _group({"task": SIG, "symbols": {"N": 1}}, strategy=["model"]),
+    {"tasks": None, "target": "cpu", "trials": 2},
+    {"tasks": {"task": SIG}, "target": "cpu", "trials": 2},
+    {"tasks": [{"task": SIG}] * 1000, "target": "cpu", "trials": 2},
+]
+
 RAW_BODIES: list[bytes] = [
     b"",
     b"{",
@@ -107,6 +135,15 @@ BAD_GETS: list[tuple[str, dict[str, Any]]] = [
     (f"/v1/workloads/{KEY}/records", {"status": "great"}),
     (f"/v1/workloads/{KEY}/records", {"offset": -3}),
     (f"/v1/workloads/{KEY}/records", {"target": ":"}),
+    (f"/v1/workloads/{KEY}/dispatch", {}),
+    (f"/v1/workloads/{KEY}/dispatch", {"target": "gpu"}),
+    ("/v1/workloads/not-a-key/dispatch", {"target": "cpu"}),
+    ("/v1/tuning-groups/0", {}),
+    ("/v1/tuning-groups/abc", {}),
+    (f"/v1/tuning-groups/{10**30}", {}),
+    ("/v1/tuning-groups", {"limit": 0}),
+    ("/v1/tuning-groups", {"offset": -1}),
+    ("/v1/tuning-groups", {"status": "sleeping"}),
     ("/v1/artifacts/nothex", {}),
     ("/v1/artifacts/" + "g" * 64, {}),
     ("/v1/artifacts/" + "a" * 10_000, {}),
@@ -131,6 +168,12 @@ def garbage_client(make_client: MakeClient) -> TestClient:
 def test_bad_json_bodies(garbage_client: TestClient, body: Any) -> None:
     for path in ("/v1/tunings", "/v1/workloads/best"):
         _assert_client_error(garbage_client.post(path, json=body), (path, body))
+
+
+@pytest.mark.parametrize("body", BAD_GROUP_BODIES, ids=range(len(BAD_GROUP_BODIES)))
+def test_bad_group_bodies(garbage_client: TestClient, body: Any) -> None:
+    response = garbage_client.post("/v1/tuning-groups", json=body)
+    _assert_client_error(response, body)
 
 
 @pytest.mark.parametrize("raw", RAW_BODIES, ids=range(len(RAW_BODIES)))

@@ -10,7 +10,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, MetaData, inspect
+from sqlalchemy import Engine, MetaData, inspect, text
 
 from schemas.record import RecordStatus
 from server.db import store
@@ -23,7 +23,15 @@ from server.db.session import (
     session_scope,
 )
 
-TABLES = {"workloads", "tunings", "records", "artifacts", "cost_models", "api_tokens"}
+TABLES = {
+    "workloads",
+    "tunings",
+    "records",
+    "artifacts",
+    "cost_models",
+    "api_tokens",
+    "tuning_groups",
+}
 
 
 def _tables(engine: Engine) -> set[str]:
@@ -82,14 +90,23 @@ def test_downgrade_to_base_and_upgrade_again(database_url: str) -> None:
 
 
 def test_downgrade_with_data_in_place(database_url: str) -> None:
-    """Tunings and records reference each other; undoing the schema must still work."""
+    """Tunings and records reference each other, group members their group; undoing the
+    schema must still work."""
     migrate(database_url)
     engine = make_engine(database_url)
     try:
         with session_scope(session_factory(engine)) as s:
             store.upsert_workload(s, key="ab" * 32, name="w", signature={})
+            group = store.create_group(s, target="cpu", strategy="random", trials=1)
             tuning = store.create_tuning(
-                s, workload_key="ab" * 32, target="cpu", symbols={}, trials=1, strategy="random"
+                s,
+                workload_key="ab" * 32,
+                target="cpu",
+                symbols={},
+                trials=1,
+                strategy="random",
+                group_id=group.id,
+                weight=2.0,
             )
             record = store.add_record(
                 s,
@@ -116,6 +133,50 @@ def test_downgrade_with_data_in_place(database_url: str) -> None:
     engine = make_engine(database_url)
     try:
         assert _tables(engine) == set()
+    finally:
+        engine.dispose()
+
+
+# A tuning and its record as revision 0002 stored them, before tuning groups existed.
+_AT = "2026-11-01 00:00:00+00:00"
+_ROWS_0002 = [
+    "INSERT INTO workloads (key, name, signature, created_at) VALUES ('k', 'w', '{}', :at)",
+    "INSERT INTO tunings (id, workload_key, target, symbols, symbols_key, trials_requested, "
+    "trials_done, strategy, status, error, created_at) "
+    "VALUES (7, 'k', 'cpu', :symbols, :symbols_key, 4, 4, 'random', 'done', NULL, :at)",
+    "INSERT INTO records (id, workload_key, target, symbols_key, tuning_id, config, config_key, "
+    "features, feature_version, status, latency_s, latencies_s, machine, created_at) VALUES "
+    "(3, 'k', 'cpu:generic', :symbols_key, 7, '{}', '{}', '[]', 1, 'ok', 0.5, '[0.5]', '{}', :at)",
+    "UPDATE tunings SET best_record_id = 3 WHERE id = 7",
+]
+_TUNING_0002 = (
+    "SELECT id, workload_key, symbols_key, trials_done, status, best_record_id FROM tunings"
+)
+
+
+def test_tuning_groups_keep_existing_rows_up_and_down(database_url: str) -> None:
+    """0003 adds `tuning_groups` and a nullable `tunings.group_id`/`weight`: rows stored
+    before it keep every value (and get NULLs), and undoing it keeps them too."""
+    migrate(database_url, "0002")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            for statement in _ROWS_0002:
+                values = {"at": _AT, "symbols": '{"M": 8}', "symbols_key": '{"M":8}'}
+                connection.execute(text(statement), values)
+            before = connection.execute(text(_TUNING_0002)).all()
+        migrate(database_url, "0003")
+        with engine.connect() as connection:
+            assert connection.execute(text(_TUNING_0002)).all() == before
+            added = connection.execute(text("SELECT group_id, weight FROM tunings")).all()
+            assert [tuple(row) for row in added] == [(None, None)]
+            assert connection.execute(text("SELECT count(*) FROM records")).scalar() == 1
+        assert _schema_diff(engine, Base.metadata) == []
+        command.downgrade(alembic_config(database_url), "0002")
+        with engine.connect() as connection:
+            assert connection.execute(text(_TUNING_0002)).all() == before
+            assert "group_id" not in {c["name"] for c in inspect(connection).get_columns("tunings")}
+        assert "tuning_groups" not in _tables(engine)
     finally:
         engine.dispose()
 

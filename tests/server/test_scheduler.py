@@ -44,6 +44,12 @@ def test_warm_up_gives_every_task_a_batch_first() -> None:
     assert order[:3] == [0, 1, 2]
 
 
+def test_a_budget_under_a_batch_per_task_still_reaches_every_task() -> None:
+    scheduler = TaskScheduler([1.0, 1.0, 1.0], total_trials=12, batch_size=BATCH)
+    simulate(scheduler, [flat, flat, flat])
+    assert [task.trials for task in scheduler.tasks] == [4, 4, 4]
+
+
 def test_an_improving_task_gets_more_batches_than_a_plateaued_one() -> None:
     scheduler = TaskScheduler([1, 1], total_trials=160, batch_size=BATCH, epsilon=0)
     simulate(scheduler, [flat, improving])

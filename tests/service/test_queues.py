@@ -8,6 +8,7 @@ from schemas.target import Target
 from worker.queues import (
     TUNER_QUEUE,
     Stage,
+    group_job_id,
     measure_lock_key,
     parse_queue,
     queue_name,
@@ -66,3 +67,4 @@ def test_keys_live_under_the_tunehub_prefix() -> None:
     assert worker_key("w1") == "tunehub:worker:w1"
     assert measure_lock_key("boot-1") == "tunehub:lock:measure:boot-1"
     assert tuning_job_id(7) == "tunehub-tuning-7"
+    assert group_job_id(7) == "tunehub-group-7"

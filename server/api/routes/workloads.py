@@ -1,4 +1,5 @@
-"""`/v1/workloads`: the best kernel of a workload (by key or by signature), and its records."""
+"""`/v1/workloads`: the best kernel of a workload (by key or by signature), its dispatch table
+over the symbol values it was tuned for, and its records."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from schemas.api import BestRequest, Page, RecordView
+from schemas.dispatch import DispatchTable
 from schemas.record import RecordStatus
 from server.api import views
 from server.api.auth import ReadAccess
@@ -20,7 +22,9 @@ from server.api.deps import (
     WorkloadDep,
     WorkloadKey,
 )
+from server.best import no_kernel
 from server.db import store
+from server.errors import NotFound
 
 router = APIRouter(prefix="/v1/workloads", tags=["workloads"], dependencies=[ReadAccess])
 
@@ -41,6 +45,17 @@ async def best(
 async def best_by_signature(request: BestRequest, services: ServicesDep) -> RecordView:
     """As `GET /v1/workloads/{key}/best`, naming the workload by its signature."""
     return await services.best.by_signature(request.task, request.target, request.symbols)
+
+
+@router.get("/{key}/dispatch", responses=_NOT_FOUND)
+def dispatch(workload: WorkloadDep, target: TargetDep, s: SessionDep) -> DispatchTable:
+    """The best verified kernel of every symbol assignment tuned for `target` (an incomplete
+    one matches every ISA or arch of its kind), and the symbols' ranges: a client picks an
+    entry per call with `DispatchTable.select`."""
+    table = store.dispatch_table(s, workload.key, target)
+    if table is None:
+        raise NotFound(no_kernel(workload.key, target, None))
+    return table
 
 
 @router.get("/{key}/records")

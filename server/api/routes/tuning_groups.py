@@ -1,0 +1,49 @@
+"""`/v1/tuning-groups`: tune many tasks (a model's layers) on one shared trial budget."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from fastapi import APIRouter
+
+from schemas.api import Page, TuningGroupRequest, TuningGroupView
+from schemas.record import TuningStatus
+from server.api import views
+from server.api.auth import AdminAccess, ReadAccess, SubmitAccess
+from server.api.deps import GroupDep, PageDep, ServicesDep, SessionDep
+from server.db import store
+from server.submit import cancel_group, submit_group
+
+router = APIRouter(prefix="/v1/tuning-groups", tags=["tuning groups"])
+
+
+@router.post("", status_code=HTTPStatus.ACCEPTED, dependencies=[SubmitAccess])
+def submit(request: TuningGroupRequest, services: ServicesDep, s: SessionDep) -> TuningGroupView:
+    """Queue one tuning per task and one tuner job that shares the budget among them."""
+    group_id = submit_group(
+        services.sessions, services.redis, request, max_trials=services.settings.max_trials
+    )
+    group = store.get_group(s, group_id)
+    assert group is not None  # committed by the submission
+    return views.group_view(s, group)
+
+
+@router.get("", dependencies=[ReadAccess])
+def list_groups(
+    s: SessionDep, paging: PageDep, status: TuningStatus | None = None
+) -> Page[TuningGroupView]:
+    """Newest first."""
+    groups = store.list_groups(s, limit=paging.limit + 1, offset=paging.offset, status=status)
+    return views.page(views.group_views(s, groups), paging.limit, paging.offset)
+
+
+@router.get("/{group_id}", dependencies=[ReadAccess])
+def get_group(group: GroupDep, s: SessionDep) -> TuningGroupView:
+    return views.group_view(s, group)
+
+
+@router.post("/{group_id}/cancel", dependencies=[AdminAccess])
+def cancel(group: GroupDep, s: SessionDep) -> TuningGroupView:
+    """Cancel the group's unfinished tunings (409 when none is left)."""
+    cancel_group(s, group)
+    return views.group_view(s, group)
