@@ -83,6 +83,23 @@ LOGICAL = ("and", "or")
 BITWISE = ("&", "|", "^", "<<", ">>")
 ARITHMETIC = ("+", "-", "*", "/", "//", "%")
 REDUCE_OPS = ("sum", "max", "min", "prod")
+# Binary operator -> how tightly it binds, as in Python, shared by the parser and the
+# printers so that text and tree agree; `not` binds at 3 and unary `- ~` at
+# `UNARY_PRECEDENCE`, between these.
+PRECEDENCE = {
+    "or": 1,
+    "and": 2,
+    **dict.fromkeys(COMPARISONS, 4),
+    "|": 5,
+    "^": 6,
+    "&": 7,
+    "<<": 8,
+    ">>": 8,
+    "+": 9,
+    "-": 9,
+    **dict.fromkeys(("*", "/", "//", "%"), 10),
+}
+UNARY_PRECEDENCE = 11
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:

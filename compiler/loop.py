@@ -53,6 +53,8 @@ from dataclasses import dataclass, field, replace
 
 from compiler.dtypes import INDEX, compute_dtype
 from compiler.ir import (
+    PRECEDENCE,
+    UNARY_PRECEDENCE,
     Binary,
     Call,
     Cast,
@@ -444,18 +446,22 @@ class Namer:
 # ----------------------------------------------------------------------------- traversal
 
 
+def child_stmts(stmt: Stmt) -> tuple[Stmt, ...]:
+    """The statements directly nested in `stmt`, in order."""
+    if isinstance(stmt, For):
+        return (stmt.body,)
+    if isinstance(stmt, Seq):
+        return stmt.body
+    if isinstance(stmt, If):
+        return (stmt.then,) if stmt.orelse is None else (stmt.then, stmt.orelse)
+    return ()
+
+
 def stmts(stmt: Stmt) -> Iterator[Stmt]:
     """Every statement of the tree, parents before children."""
     yield stmt
-    if isinstance(stmt, For):
-        yield from stmts(stmt.body)
-    elif isinstance(stmt, Seq):
-        for child in stmt.body:
-            yield from stmts(child)
-    elif isinstance(stmt, If):
-        yield from stmts(stmt.then)
-        if stmt.orelse is not None:
-            yield from stmts(stmt.orelse)
+    for child in child_stmts(stmt):
+        yield from stmts(child)
 
 
 def exprs(stmt: Stmt) -> tuple[Expr, ...]:
@@ -555,10 +561,8 @@ def hoist_loads(loop: For, fresh: Callable[[str], str], buffers: Collection[str]
 def _unguarded(stmt: Stmt) -> Iterator[Stmt]:
     """The statements of the tree that run whenever it does (not inside an `If`)."""
     yield stmt
-    if isinstance(stmt, For):
-        yield from _unguarded(stmt.body)
-    elif isinstance(stmt, Seq):
-        for child in stmt.body:
+    if not isinstance(stmt, If):
+        for child in child_stmts(stmt):
             yield from _unguarded(child)
 
 
@@ -586,20 +590,6 @@ def seq(*items: Stmt | Iterable[Stmt]) -> Stmt:
 
 # ----------------------------------------------------------------------------- printing
 
-_PRECEDENCE = {
-    "or": 1,
-    "and": 2,
-    **dict.fromkeys(("<", "<=", ">", ">=", "==", "!="), 4),
-    "|": 5,
-    "^": 6,
-    "&": 7,
-    "<<": 8,
-    ">>": 8,
-    "+": 9,
-    "-": 9,
-    **dict.fromkeys(("*", "/", "//", "%"), 10),
-}
-
 
 def format_expr(expr: Expr) -> str:
     """A compact, fully parenthesized-where-needed text of an expression (for dumps)."""
@@ -614,16 +604,16 @@ def format_expr(expr: Expr) -> str:
         return f"{expr.dtype}({format_expr(expr.x)})"
     if isinstance(expr, Unary):
         symbol = {"neg": "-", "not": "not ", "invert": "~"}[expr.op]
-        return f"{symbol}{_operand(expr.x, 11)}"
+        return f"{symbol}{_operand(expr.x, UNARY_PRECEDENCE)}"
     if isinstance(expr, Binary):
-        prec = _PRECEDENCE[expr.op]
+        prec = PRECEDENCE[expr.op]
         return f"{_operand(expr.a, prec)} {expr.op} {_operand(expr.b, prec + 1)}"
     return f"{expr.fn}({', '.join(format_expr(a) for a in expr.args)})"
 
 
 def _operand(expr: Expr, prec: int) -> str:
     text = format_expr(expr)
-    if isinstance(expr, Binary) and _PRECEDENCE[expr.op] < prec:
+    if isinstance(expr, Binary) and PRECEDENCE[expr.op] < prec:
         return f"({text})"
     return text
 

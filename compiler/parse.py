@@ -50,7 +50,9 @@ from compiler.errors import SignatureError
 from compiler.ir import (
     BINARY_FUNCTIONS,
     COMPARISONS,
+    PRECEDENCE,
     UNARY_FUNCTIONS,
+    UNARY_PRECEDENCE,
     Binary,
     Call,
     Cast,
@@ -71,26 +73,9 @@ RESERVED = frozenset((*KEYWORDS, *UNARY_FUNCTIONS, *BINARY_FUNCTIONS, "where", *
 _FLOAT_ONLY = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow")
 _INT64_MAX = 2**63 - 1
 
-# Binary operator -> precedence; `not` sits at 3 and unary - + ~ at 11, between these.
-_BINARY_PREC = {
-    "or": 1,
-    "and": 2,
-    **{op: 4 for op in COMPARISONS},
-    "|": 5,
-    "^": 6,
-    "&": 7,
-    "<<": 8,
-    ">>": 8,
-    "+": 9,
-    "-": 9,
-    "*": 10,
-    "/": 10,
-    "//": 10,
-    "%": 10,
-    "**": 12,
-}
+# `**` binds tighter than unary operators on its left (`-2 ** 2` is `-(2 ** 2)`).
+_BINARY_PREC = {**PRECEDENCE, "**": UNARY_PRECEDENCE + 1}
 _NOT_PREC = 3
-_UNARY_PREC = 11
 
 _TOKEN = re.compile(
     r"""
@@ -217,7 +202,7 @@ class _Parser:
                     self.fail("comparison chains are not allowed", tok.col)
                 chained = True
             # `**` is right associative and its right operand may carry a unary sign.
-            right = self.expression(_UNARY_PREC if tok.text == "**" else prec + 1)
+            right = self.expression(UNARY_PRECEDENCE if tok.text == "**" else prec + 1)
             left = self.binary(tok, left, right)
         self.nesting -= 1
         return left
@@ -234,7 +219,7 @@ class _Parser:
             return self.node(Unary("not", x.expr, "bool"), tok.col, x)
         if tok.kind == "op" and tok.text in ("-", "+", "~"):
             self.next()
-            return self.unary(tok, self.expression(_UNARY_PREC))
+            return self.unary(tok, self.expression(UNARY_PRECEDENCE))
         return self.primary()
 
     def primary(self) -> _Val:
@@ -266,12 +251,16 @@ class _Parser:
 
     def arguments(self) -> list[_Val]:
         self.expect("(")
-        args = [self.expression(0)]
+        return self.expressions(")")
+
+    def expressions(self, close: str) -> list[_Val]:
+        """One or more comma-separated expressions, then `close` (call arguments, indices)."""
+        values = [self.expression(0)]
         while self.peek().text == "," and self.peek().kind == "op":
             self.next()
-            args.append(self.expression(0))
-        self.expect(")")
-        return args
+            values.append(self.expression(0))
+        self.expect(close)
+        return values
 
     # -- names -----------------------------------------------------------------------------
 
@@ -295,11 +284,7 @@ class _Parser:
             self.unknown(tok, "tensor")
         dtype, rank = self.scope.tensors[name]
         self.expect("[")
-        indices = [self.expression(0)]
-        while self.peek().text == "," and self.peek().kind == "op":
-            self.next()
-            indices.append(self.expression(0))
-        self.expect("]")
+        indices = self.expressions("]")
         if len(indices) != rank:
             count = f"{len(indices)} index" if len(indices) == 1 else f"{len(indices)} indices"
             self.fail(f"'{name}' has rank {rank} but is read with {count}", tok.col)

@@ -6,23 +6,10 @@ Semantic validation (expressions, bounds, references) belongs to `compiler.progr
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-DTYPES = (
-    "float64",
-    "float32",
-    "float16",
-    "bfloat16",
-    "int64",
-    "int32",
-    "int16",
-    "int8",
-    "uint32",
-    "uint8",
-    "bool",
-)
 Dtype = Literal[
     "float64",
     "float32",
@@ -36,6 +23,8 @@ Dtype = Literal[
     "uint8",
     "bool",
 ]
+# The same names as a tuple, for code that iterates or checks membership at run time.
+DTYPES: tuple[str, ...] = get_args(Dtype)
 ReduceOp = Literal["sum", "max", "min", "prod"]
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"

@@ -21,10 +21,10 @@ from compiler.loop import (
     Decl,
     For,
     Function,
-    If,
     Seq,
     Stmt,
     as_expr,
+    child_stmts,
     const,
     const_value,
     lanes,
@@ -116,15 +116,9 @@ def _check_barriers(stmt: Stmt, block: tuple[int, int, int], partial: bool) -> N
     if isinstance(stmt, Barrier) and partial:
         raise ValueError("a barrier under a thread binding that covers part of the block")
     if isinstance(stmt, For):
-        inner = partial or (stmt.kind in THREAD_KINDS and guarded(stmt, block))
-        _check_barriers(stmt.body, block, inner)
-    elif isinstance(stmt, Seq):
-        for child in stmt.body:
-            _check_barriers(child, block, partial)
-    elif isinstance(stmt, If):
-        _check_barriers(stmt.then, block, partial)
-        if stmt.orelse is not None:
-            _check_barriers(stmt.orelse, block, partial)
+        partial = partial or (stmt.kind in THREAD_KINDS and guarded(stmt, block))
+    for child in child_stmts(stmt):
+        _check_barriers(child, block, partial)
 
 
 def _shared(body: Stmt) -> tuple[dict[str, int], int]:

@@ -55,7 +55,7 @@ from compiler.ir import Expr
 from compiler.loop import Stmt, as_expr, const_value, product
 from compiler.schedule.gemm import Template, lanes_of, plan, unpacked_columns
 from compiler.schedule.reduction import Reduction
-from compiler.schedule.stage import VECTOR_BYTES, Context, Schedule, plain_nest
+from compiler.schedule.stage import VECTOR_BYTES, Context, Schedule, first_values, plain_nest
 from compiler.space.space import Config, Knob
 from schemas.target import Target
 
@@ -101,7 +101,7 @@ class Contraction(Schedule):
     def naive(self, stage: Stage, target: Target) -> Config:
         if plan(stage) is None:
             return self.fallback.naive(stage, target)
-        return {name: values[0] for name, values in self.knobs(stage, target).items()}
+        return first_values(self.knobs(stage, target))
 
     def default(self, stage: Stage, target: Target) -> Config:
         """What measured best on fp32 matmuls from 128^3 to 1024^3 on AVX-512: an 8 x 2-vector

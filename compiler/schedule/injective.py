@@ -19,6 +19,7 @@ from compiler.schedule.stage import (
     Context,
     Loop,
     Schedule,
+    first_values,
     hoisted,
     nest,
     reduce_body,
@@ -57,7 +58,7 @@ class Injective(Schedule):
         return knobs
 
     def naive(self, stage: Stage, target: Target) -> Config:
-        return {name: values[0] for name, values in self.knobs(stage, target).items()}
+        return first_values(self.knobs(stage, target))
 
     def default(self, stage: Stage, target: Target) -> Config:
         config = self.naive(stage, target)

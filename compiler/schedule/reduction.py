@@ -27,6 +27,7 @@ from compiler.schedule.stage import (
     Schedule,
     accumulator_dtype,
     combine,
+    first_values,
     hoisted,
     identity,
     nest,
@@ -56,7 +57,7 @@ class Reduction(Schedule):
         return knobs
 
     def naive(self, stage: Stage, target: Target) -> Config:
-        return {name: values[0] for name, values in self.knobs(stage, target).items()}
+        return first_values(self.knobs(stage, target))
 
     def default(self, stage: Stage, target: Target) -> Config:
         knobs = self.knobs(stage, target)

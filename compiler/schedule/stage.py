@@ -116,6 +116,12 @@ class Schedule(ABC):
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt: ...
 
 
+def first_values(knobs: dict[str, tuple[Knob, ...]]) -> Config:
+    """Every knob at its first candidate: the naive config of the schedules whose knobs list
+    the plain choice first."""
+    return {name: values[0] for name, values in knobs.items()}
+
+
 # ----------------------------------------------------------------------------- loop building
 
 

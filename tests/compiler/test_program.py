@@ -28,36 +28,7 @@ from compiler.ir import (
 )
 from compiler.program import MAX_ELEMENTS, MAX_SYMBOL_VALUE, load
 from schemas.signature import TaskSignature
-
-# The example of ARCHITECTURE.md, "Task signature".
-MATMUL_BIAS_RELU = {
-    "version": 1,
-    "name": "matmul_bias_relu",
-    "symbols": {"M": {"min": 1, "max": 8192}},
-    "inputs": [
-        {"name": "A", "shape": ["M", 1024], "dtype": "float16"},
-        {"name": "B", "shape": [1024, 4096], "dtype": "float16"},
-        {"name": "bias", "shape": [4096], "dtype": "float16"},
-    ],
-    "computes": [
-        {
-            "name": "acc",
-            "axes": ["i", "j"],
-            "shape": ["M", 4096],
-            "dtype": "float32",
-            "reduce": {"op": "sum", "axes": {"k": 1024}},
-            "expr": "float32(A[i, k]) * float32(B[k, j])",
-        },
-        {
-            "name": "out",
-            "axes": ["i", "j"],
-            "shape": ["M", 4096],
-            "dtype": "float16",
-            "expr": "float16(max(acc[i, j] + float32(bias[j]), 0.0))",
-        },
-    ],
-    "outputs": ["out"],
-}
+from tests.signatures import MATMUL_BIAS_RELU
 
 MATMUL = {
     "name": "matmul",

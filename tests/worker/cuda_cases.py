@@ -13,38 +13,15 @@ from typing import Any
 import pytest
 
 from compiler.canonical import workload_key
-from compiler.kernel import Kernel, KernelArg
+from compiler.kernel import Kernel
 from compiler.program import load
+from tests.signatures import AXPY, AXPY_ARGS
 from worker.measure.case import Case, CaseCache
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
-SIGNATURE = {
-    "version": 1,
-    "name": "axpy",
-    "symbols": {"N": {"min": 1, "max": 1 << 20}},
-    "inputs": [
-        {"name": "a", "shape": ["N"], "dtype": "float32"},
-        {"name": "b", "shape": ["N"], "dtype": "float32"},
-    ],
-    "computes": [
-        {
-            "name": "out",
-            "axes": ["i"],
-            "shape": ["N"],
-            "dtype": "float32",
-            "expr": "2.0 * a[i] + b[i]",
-        }
-    ],
-    "outputs": ["out"],
-}
-PROGRAM = load(SIGNATURE)
+PROGRAM = load(AXPY)
 N = 1000
-ARGS = (
-    KernelArg("a", ("N",), "float32", "input"),
-    KernelArg("b", ("N",), "float32", "input"),
-    KernelArg("out", ("N",), "float32", "output"),
-)
 HEAD = 'extern "C" __global__ void axpy_0(const float* a, const float* b, float* out, int64_t n'
 GRID = ["(N + 127) / 128", "1", "1"]
 
@@ -71,7 +48,7 @@ def kernel(
         "shared_bytes": shared_bytes,
     }
     launch = {"kernels": [first, *(extra or [])], "workspace": workspace or []}
-    return Kernel("cuda", source, "axpy", ARGS, ("N",), launch)
+    return Kernel("cuda", source, "axpy", AXPY_ARGS, ("N",), launch)
 
 
 def case(cache: CaseCache, n: int = N) -> Case:
@@ -112,3 +89,9 @@ INTO_INPUT = kernel(
 FAULTS = kernel(f"{INDEX}\nif (i < n) out[i + ((int64_t)1 << 40)] = 1.0f;")
 HANGS = kernel(f"{INDEX}\nvolatile int spin = 1;\nwhile (spin) {{}}\nif (i < n) out[i] = 0.0f;")
 TOO_MANY_THREADS = kernel(f"{INDEX}\nif (i < n) out[i] = 2.0f * a[i] + b[i];", block=2048)
+# The candidates every runner must pass, for `pytest.mark.parametrize("kernel", CORRECT_ONES)`.
+CORRECT_ONES = [
+    pytest.param(CORRECT, id="one"),
+    pytest.param(BIG_SHARED, id="dynamic-shared"),
+    pytest.param(TWO_KERNELS, id="two-kernels+workspace"),
+]

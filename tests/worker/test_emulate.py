@@ -381,11 +381,7 @@ def measure(
     )
 
 
-@pytest.mark.parametrize(
-    "kernel",
-    [cases.CORRECT, cases.BIG_SHARED, cases.TWO_KERNELS],
-    ids=["one", "dynamic-shared", "two-kernels+workspace"],
-)
+@pytest.mark.parametrize("kernel", cases.CORRECT_ONES)
 def test_correct_candidates_pass_without_latencies(
     runner: EmulatedRunner, case: Case, kernel: Kernel
 ) -> None:

@@ -28,6 +28,7 @@ from tests.worker import cuda_cases as cases
 from worker.emulate.emulator import EmulatedBuilder, Library
 from worker.measure import cuda_child, gpu
 from worker.measure.case import CaseCache
+from worker.measure.measuring import Loaded
 from worker.measure.runner import MeasureResult
 from worker.measure.sandboxed import Request
 
@@ -191,7 +192,7 @@ def standin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[StandIn
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return cuda_child._load(cases.case(CaseCache(tmp_path_factory.mktemp("cache"))))
+    return Loaded.of(cases.case(CaseCache(tmp_path_factory.mktemp("cache"))))
 
 
 def measure(kernel: Kernel, loaded: Any, directory: Path, device: gpu.Gpu) -> MeasureResult:
@@ -214,11 +215,7 @@ def measure(kernel: Kernel, loaded: Any, directory: Path, device: gpu.Gpu) -> Me
     return replies[-1][1]
 
 
-@pytest.mark.parametrize(
-    "kernel",
-    [cases.CORRECT, cases.BIG_SHARED, cases.TWO_KERNELS],
-    ids=["one", "dynamic-shared", "two-kernels+workspace"],
-)
+@pytest.mark.parametrize("kernel", cases.CORRECT_ONES)
 def test_candidates_are_verified_and_timed_with_events(
     standin: StandIn, loaded: Any, tmp_path: Path, kernel: Kernel
 ) -> None:

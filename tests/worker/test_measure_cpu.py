@@ -17,36 +17,13 @@ from compiler.kernel import Kernel, KernelArg
 from compiler.program import load
 from schemas.record import RecordStatus
 from schemas.target import Target
+from tests.signatures import AXPY, AXPY_ARGS
 from worker.build.cpu import CpuBuilder
 from worker.measure.case import Case, CaseCache
 from worker.measure.cpu import CpuRunner
 from worker.measure.runner import MeasureResult
 
-SIGNATURE = {
-    "version": 1,
-    "name": "axpy",
-    "symbols": {"N": {"min": 1, "max": 100000}},
-    "inputs": [
-        {"name": "a", "shape": ["N"], "dtype": "float32"},
-        {"name": "b", "shape": ["N"], "dtype": "float32"},
-    ],
-    "computes": [
-        {
-            "name": "out",
-            "axes": ["i"],
-            "shape": ["N"],
-            "dtype": "float32",
-            "expr": "2.0 * a[i] + b[i]",
-        }
-    ],
-    "outputs": ["out"],
-}
-PROGRAM = load(SIGNATURE)
-ARGS = (
-    KernelArg("a", ("N",), "float32", "input"),
-    KernelArg("b", ("N",), "float32", "input"),
-    KernelArg("out", ("N",), "float32", "output"),
-)
+PROGRAM = load(AXPY)
 HEADER = "int k(const float *a, const float *b, float *out, int64_t n) {\n"
 CORRECT = "for (int64_t i = 0; i < n; i++) out[i] = 2.0f * a[i] + b[i];\nreturn 0;"
 TARGET = Target(kind="cpu", isa="x86_64")
@@ -54,7 +31,7 @@ TARGET = Target(kind="cpu", isa="x86_64")
 
 def built(body: str, prelude: str = "") -> tuple[bytes, dict]:
     source = f"#include <stdint.h>\n{prelude}\n{HEADER}{body}\n}}\n"
-    kernel = Kernel("c", source, "k", ARGS, ("N",))
+    kernel = Kernel("c", source, "k", AXPY_ARGS, ("N",))
     result = CpuBuilder().build(kernel, TARGET, timeout_s=60)
     assert result.artifact is not None, result.log
     return result.artifact, kernel.metadata()
@@ -225,7 +202,7 @@ def test_signatures_of_one_workload_share_a_case_under_their_own_names(
     runner: CpuRunner, tmp_path: Path
 ) -> None:
     renamed = json.loads(
-        json.dumps(SIGNATURE).replace('"a"', '"x"').replace('"b"', '"y"').replace('"out"', '"z"')
+        json.dumps(AXPY).replace('"a"', '"x"').replace('"b"', '"y"').replace('"out"', '"z"')
     )
     renamed["computes"][0]["expr"] = "2.0 * x[i] + y[i]"
     program = load(renamed)
@@ -234,8 +211,10 @@ def test_signatures_of_one_workload_share_a_case_under_their_own_names(
     original = cache.get(PROGRAM, workload_key(PROGRAM), {"N": 500}, seed=0)
     case = cache.get(program, workload_key(program), {"N": 500}, seed=0)
     assert case.path == original.path and cache.computed == 1
-    args = tuple(KernelArg(n, a.shape, a.dtype, a.role) for n, a in zip("xyz", ARGS, strict=True))
-    for case_, args_ in ((original, ARGS), (case, args), (original, ARGS)):
+    args = tuple(
+        KernelArg(n, a.shape, a.dtype, a.role) for n, a in zip("xyz", AXPY_ARGS, strict=True)
+    )
+    for case_, args_ in ((original, AXPY_ARGS), (case, args), (original, AXPY_ARGS)):
         kernel = Kernel("c", f"#include <stdint.h>\n{HEADER}{CORRECT}\n}}\n", "k", args_, ("N",))
         artifact = CpuBuilder().build(kernel, TARGET, timeout_s=60).artifact
         assert artifact is not None

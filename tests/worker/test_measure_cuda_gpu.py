@@ -62,11 +62,7 @@ def measure(
     )
 
 
-@pytest.mark.parametrize(
-    "kernel",
-    [cases.CORRECT, cases.BIG_SHARED, cases.TWO_KERNELS],
-    ids=["one", "dynamic-shared", "two-kernels+workspace"],
-)
+@pytest.mark.parametrize("kernel", cases.CORRECT_ONES)
 def test_correct_candidates_are_timed(
     runner: CudaRunner, case: Case, kernel: Kernel, target: Target
 ) -> None:

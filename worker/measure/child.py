@@ -1,10 +1,8 @@
 """The measuring child process: load a kernel, check its output, time it.
 
 Runs as `python -m worker.measure.child REQUEST_FD REPLY_FD`, started by a `Sandbox`, and
-serves one `Request` at a time until its request pipe closes. A kernel that crashes takes
-only this process down; the parent learns how far it got from the replies already sent:
-`("ready",)` once the case is loaded (the run deadline starts there), `("checked", max_error,
-first_call_s)` after the first run was verified, then `("result", MeasureResult)`.
+serves requests as `worker.measure.measuring` describes. A kernel that crashes takes only
+this process down; the parent learns how far it got from the replies already sent.
 
 Every buffer (inputs too) is 64-byte aligned and framed by guard bytes that are checked after
 the runs, and the inputs are compared with a pristine copy: a kernel that writes out of bounds
@@ -18,36 +16,26 @@ import contextlib
 import ctypes
 import math
 import sys
-import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from time import perf_counter
 from typing import Any
 
 import numpy as np
 
-from compiler import verify
-from compiler.inputs import output_buffers
 from schemas.record import RecordStatus
+from worker.measure import measuring
 from worker.measure.case import Case
 from worker.measure.harness import MAX_ARGS, Harness
 from worker.measure.harness import load as load_harness
 from worker.measure.runner import MeasureResult
 from worker.measure.sandboxed import Request
 
-WRONG_ANSWER = RecordStatus.WRONG_ANSWER
 ALIGN = 64
 GUARD = 4096
 GUARD_BYTE = 0x5C
-# Timed repeats stop early once this share of the run timeout is spent.
-TIME_SHARE = 0.7
 # No batch longer than this many calls, however fast a kernel claims to be.
 MAX_CALLS = 1_000_000
-
-
-class KernelError(Exception):
-    """The kernel misbehaved (non-zero return, out-of-bounds write): a runtime error."""
 
 
 @dataclass
@@ -75,55 +63,34 @@ class _Buffer:
 
 
 @dataclass
-class _Loaded:
-    """A case held in memory across candidates of one workload."""
-
-    key: tuple[Any, ...]  # Case.key of the case held
-    inputs: dict[str, np.ndarray]  # pristine
-    expected: dict[str, np.ndarray]
-    poisoned: dict[str, np.ndarray]
+class _Loaded(measuring.Loaded):
     buffers: dict[str, _Buffer] = field(default_factory=dict)  # inputs, as kernels see them
 
 
 def main(argv: list[str]) -> None:
-    requests = Connection(int(argv[1]), writable=False)
-    replies = Connection(int(argv[2]), readable=False)
     # Kernels are unloaded after use; libgomp must stay, its thread pool outlives them.
     with contextlib.suppress(OSError):
         ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
     harness = load_harness()
-    loaded: _Loaded | None = None
-    while True:
-        try:
-            request = requests.recv()
-        except EOFError:
-            return
-        try:
-            if loaded is None or loaded.key != request.case.key:
-                loaded = None  # free the previous case before reading the next
-                loaded = _load(request.case)
-        except Exception:
-            replies.send(("result", _failure("cannot load the test case")))
-            continue
-        replies.send(("ready",))
-        for message in _measure(request, loaded, harness):
-            replies.send(message)
+    measuring.serve(
+        argv,
+        _load,
+        lambda request, loaded: _measure(request, loaded, harness),
+        "cannot load the test case",
+    )
 
 
 def _load(case: Case) -> _Loaded:
-    inputs, expected = case.load()
-    poisoned = output_buffers(case.program, dict(case.symbols), poison=True)
-    loaded = _Loaded(case.key, inputs, expected, poisoned)
-    loaded.buffers = {name: _Buffer.like(array) for name, array in inputs.items()}
+    loaded = _Loaded.of(case)
+    loaded.buffers = {name: _Buffer.like(array) for name, array in loaded.inputs.items()}
     return loaded
 
 
 def _measure(
     request: Request, loaded: _Loaded, harness: Harness | None
-) -> Iterator[tuple[Any, ...]]:
+) -> Iterator[measuring.Reply]:
     meta = request.metadata
-    # The parent kills this process at ready + timeout_s; leave room for the final checks.
-    deadline = perf_counter() + TIME_SHARE * request.timeout_s
+    stop = measuring.timing_deadline(request)
     lib = None
     try:
         outputs = {
@@ -134,26 +101,20 @@ def _measure(
         buffers = [*loaded.buffers.values(), *outputs.values()]
         lib = ctypes.CDLL(request.artifact)
         call = _Call(lib, meta, {**loaded.buffers, **outputs}, request.case.symbols, harness)
-        first_s = call.batch(1)
-        _check_memory(buffers, loaded)
-        max_error, wrong = _compare(loaded.expected, outputs, meta, request.reduce_extents)
-        if wrong:
-            yield ("result", MeasureResult(WRONG_ANSWER, log=wrong, max_error=max_error))
-            return
-        yield ("checked", max_error, first_s)
-        latencies = _time(call, request.repeats, request.min_repeat_s, first_s, deadline)
-        _check_memory(buffers, loaded)
-        # Checked again after many runs: catches races between threads that one run missed.
-        max_error_2, wrong = _compare(loaded.expected, outputs, meta, request.reduce_extents)
-        if wrong:
-            log = f"output changed after repeated runs (a race?): {wrong}"
-            yield ("result", MeasureResult(WRONG_ANSWER, log=log, max_error=max_error_2))
-            return
-        yield ("result", MeasureResult(RecordStatus.OK, latencies, max_error=max_error))
-    except KernelError as exc:
+
+        def check() -> tuple[float, str]:
+            _check_memory(buffers, loaded)
+            return measuring.compare_outputs(request, loaded, lambda name: outputs[name].array)
+
+        yield from measuring.verified_runs(
+            lambda: call.batch(1),
+            check,
+            lambda first_s: _time(call, request.repeats, request.min_repeat_s, first_s, stop),
+        )
+    except measuring.KernelError as exc:
         yield ("result", MeasureResult(RecordStatus.RUNTIME_ERROR, log=str(exc)))
     except Exception:
-        yield ("result", _failure("the measurement failed"))
+        yield ("result", measuring.failure("the measurement failed"))
     finally:
         if lib is not None:
             _ctypes.dlclose(lib._handle)
@@ -195,37 +156,16 @@ class _Call:
                     break
         elapsed = perf_counter() - start
         if code != 0:
-            raise KernelError(f"kernel returned {code}")
+            raise measuring.KernelError(f"kernel returned {code}")
         return elapsed
 
 
 def _check_memory(buffers: list[_Buffer], loaded: _Loaded) -> None:
     if not all(b.guards_intact() for b in buffers):
-        raise KernelError("kernel wrote outside its buffers (guard bytes overwritten)")
+        raise measuring.KernelError("kernel wrote outside its buffers (guard bytes overwritten)")
     for name, buffer in loaded.buffers.items():
         if not np.array_equal(buffer.array.view(np.uint8), loaded.inputs[name].view(np.uint8)):
-            raise KernelError(f"kernel wrote into its input {name!r}")
-
-
-def _compare(
-    expected: dict[str, np.ndarray],
-    outputs: dict[str, _Buffer],
-    meta: dict[str, Any],
-    reduce_extents: dict[str, int],
-) -> tuple[float, str]:
-    """(max abs error over outputs, mismatch message or "")."""
-    max_error, wrong = 0.0, []
-    for arg in meta["args"]:
-        name = arg["name"]
-        if arg["role"] != "output":
-            continue
-        result = verify.compare(
-            expected[name], outputs[name].array, arg["dtype"], reduce_extent=reduce_extents[name]
-        )
-        max_error = max(max_error, result.max_abs_err)
-        if not result.ok:
-            wrong.append(f"{name}: {result.message}")
-    return max_error, "; ".join(wrong)
+            raise measuring.KernelError(f"kernel wrote into its input {name!r}")
 
 
 def _time(
@@ -251,11 +191,6 @@ def _time(
 
 def _calls(min_repeat_s: float, per_call_s: float) -> int:
     return max(1, min(MAX_CALLS, math.ceil(min_repeat_s / max(per_call_s, 1e-9))))
-
-
-def _failure(what: str) -> MeasureResult:
-    """A Python-level failure inside the child: the traceback is the log."""
-    return MeasureResult(RecordStatus.RUNTIME_ERROR, log=f"{what}:\n{traceback.format_exc()}")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 emulator (`worker.measure.emulated.Emulator`), one verification path for both.
 
 Runs as `python -m worker.measure.cuda_child REQUEST_FD REPLY_FD`, started by a `Sandbox`,
-with the replies of `worker.measure.child`: `("ready",)` once the case is loaded, `("checked",
-max_error, first_call_s)` after the first run was verified, then `("result", MeasureResult)`.
+and serves requests as `worker.measure.measuring` describes (the device is opened as part of
+the set-up, before `ready`).
 
 A candidate follows its `Kernel.launch` metadata exactly as a user of the kernel would:
 inputs uploaded, outputs poisoned, workspaces filled with 0xFF bytes (a NaN in every float
@@ -20,21 +20,18 @@ The emulator (`device.timed` false) runs the kernels a second time instead of ti
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from time import perf_counter
 from typing import Any, Protocol
 
 import numpy as np
 
-from compiler import verify
-from compiler.inputs import output_buffers
 from schemas.record import RecordStatus
-from worker.measure.case import Case
+from worker.measure import measuring
 from worker.measure.launch import kernel_params, launch_plan, workspace_bytes
 from worker.measure.runner import MeasureResult
 from worker.measure.sandboxed import Request
@@ -42,8 +39,6 @@ from worker.measure.sandboxed import Request
 GUARD = 4096  # keeps the data 256-byte aligned, as cuMemAlloc's pointers are
 GUARD_BYTE = 0x5C
 WORKSPACE_BYTE = 0xFF
-# Timed repeats stop early once this share of the run timeout is spent.
-TIME_SHARE = 0.7
 # Calls per timed repeat, at most: each is timed on its own, so a few suffice.
 MAX_CALLS = 100
 
@@ -69,10 +64,6 @@ class Device(Protocol):
     def synchronize(self) -> None: ...
     def time_calls(self, call: Callable[[], None], number: int) -> float: ...
     def release(self) -> None: ...
-
-
-class KernelError(Exception):
-    """The kernel misbehaved (wrote out of bounds or into an input): a runtime error."""
 
 
 @dataclass(frozen=True)
@@ -101,44 +92,25 @@ class _Region:
         if not (
             (raw[:GUARD] == GUARD_BYTE).all() and (raw[GUARD + self.nbytes :] == GUARD_BYTE).all()
         ):
-            raise KernelError("kernel wrote outside its buffers (guard bytes overwritten)")
+            raise measuring.KernelError(
+                "kernel wrote outside its buffers (guard bytes overwritten)"
+            )
         return raw[GUARD : GUARD + self.nbytes]
 
 
-@dataclass
-class _Loaded:
-    key: tuple[Any, ...]
-    inputs: dict[str, np.ndarray]
-    expected: dict[str, np.ndarray]
-    poisoned: dict[str, np.ndarray]
-
-
 def main(argv: list[str]) -> None:
-    requests = Connection(int(argv[1]), writable=False)
-    replies = Connection(int(argv[2]), readable=False)
-    devices: dict[str, Device] = {}
-    loaded: _Loaded | None = None
-    while True:
-        try:
-            request = requests.recv()
-        except EOFError:
-            return
-        try:
-            if loaded is None or loaded.key != request.case.key:
-                loaded = None  # free the previous case before reading the next
-                loaded = _load(request.case)
-            if request.backend not in devices:
-                devices[request.backend] = _device(request.backend)
-        except Exception:
-            replies.send(("result", _failure("cannot set up the measurement")))
-            continue
-        replies.send(("ready",))
-        for message in _measure(request, loaded, devices[request.backend]):
-            replies.send(message)
+    measuring.serve(
+        argv,
+        measuring.Loaded.of,
+        lambda request, loaded: _measure(request, loaded, _device(request.backend)),
+        "cannot set up the measurement",
+    )
 
 
+@functools.cache
 def _device(backend: str) -> Device:
-    """Imported here: only a GPU child may load cuda-python's driver and create a context."""
+    """One per backend for the child's life. Imported here: only a GPU child may load
+    cuda-python's driver and create a context."""
     if backend == "gpu":
         from worker.measure.gpu import Gpu
 
@@ -148,15 +120,11 @@ def _device(backend: str) -> Device:
     return Emulator()
 
 
-def _load(case: Case) -> _Loaded:
-    inputs, expected = case.load()
-    poisoned = output_buffers(case.program, dict(case.symbols), poison=True)
-    return _Loaded(case.key, inputs, expected, poisoned)
-
-
-def _measure(request: Request, loaded: _Loaded, device: Device) -> Iterator[tuple[Any, ...]]:
+def _measure(
+    request: Request, loaded: measuring.Loaded, device: Device
+) -> Iterator[measuring.Reply]:
     meta, symbols = request.metadata, request.case.symbols
-    deadline = perf_counter() + TIME_SHARE * request.timeout_s
+    stop = measuring.timing_deadline(request)
     try:
         device.load(request.artifact, meta["launch"]["kernels"])
         inputs = {name: _Region.holding(device, array) for name, array in loaded.inputs.items()}
@@ -182,33 +150,22 @@ def _measure(request: Request, loaded: _Loaded, device: Device) -> Iterator[tupl
             for entry, grid, block, shared_bytes in plan:
                 device.launch(entry, grid, block, shared_bytes, params)
 
-        start = perf_counter()
-        call()
-        device.synchronize()
-        first_s = perf_counter() - start
-        max_error, wrong = _verify(device, loaded, inputs, outputs, workspaces, meta, request)
-        if wrong:
-            yield (
-                "result",
-                MeasureResult(RecordStatus.WRONG_ANSWER, log=wrong, max_error=max_error),
-            )
-            return
-        yield ("checked", max_error, first_s)
-        latencies = _time(device, call, request, deadline)
-        max_error_2, wrong = _verify(device, loaded, inputs, outputs, workspaces, meta, request)
-        if wrong:
-            log = f"output changed after repeated runs (a race?): {wrong}"
-            yield (
-                "result",
-                MeasureResult(RecordStatus.WRONG_ANSWER, log=log, max_error=max_error_2),
-            )
-            return
-        yield ("result", MeasureResult(RecordStatus.OK, latencies, max_error=max_error))
+        def first_run() -> float:
+            start = perf_counter()
+            call()
+            device.synchronize()
+            return perf_counter() - start
+
+        yield from measuring.verified_runs(
+            first_run,
+            lambda: _verify(device, request, loaded, inputs, outputs, workspaces),
+            lambda first_s: _time(device, call, request, stop),
+        )
     except Exception as exc:
-        if isinstance(exc, (KernelError, *device.errors)):
+        if isinstance(exc, (measuring.KernelError, *device.errors)):
             yield ("result", MeasureResult(RecordStatus.RUNTIME_ERROR, log=str(exc)))
         else:
-            yield ("result", _failure("the measurement failed"))
+            yield ("result", measuring.failure("the measurement failed"))
     finally:
         # After a fault the context refuses everything; the parent replaces this process.
         with contextlib.suppress(Exception):
@@ -217,12 +174,11 @@ def _measure(request: Request, loaded: _Loaded, device: Device) -> Iterator[tupl
 
 def _verify(
     device: Device,
-    loaded: _Loaded,
+    request: Request,
+    loaded: measuring.Loaded,
     inputs: dict[str, _Region],
     outputs: dict[str, _Region],
     workspaces: list[_Region],
-    meta: dict[str, Any],
-    request: Request,
 ) -> tuple[float, str]:
     """(max abs error over the outputs, mismatch message or ""); KernelError for a kernel
     that wrote outside its buffers or into an input."""
@@ -232,21 +188,13 @@ def _verify(
         if not np.array_equal(
             region.contents(device), loaded.inputs[name].reshape(-1).view(np.uint8)
         ):
-            raise KernelError(f"kernel wrote into its input {name!r}")
-    max_error, wrong = 0.0, []
-    for arg in meta["args"]:
-        name = arg["name"]
-        if arg["role"] != "output":
-            continue
+            raise measuring.KernelError(f"kernel wrote into its input {name!r}")
+
+    def actual(name: str) -> np.ndarray:
         expected = loaded.expected[name]
-        actual = outputs[name].contents(device).view(expected.dtype).reshape(expected.shape)
-        result = verify.compare(
-            expected, actual, arg["dtype"], reduce_extent=request.reduce_extents[name]
-        )
-        max_error = max(max_error, result.max_abs_err)
-        if not result.ok:
-            wrong.append(f"{name}: {result.message}")
-    return max_error, "; ".join(wrong)
+        return outputs[name].contents(device).view(expected.dtype).reshape(expected.shape)
+
+    return measuring.compare_outputs(request, loaded, actual)
 
 
 def _time(
@@ -268,10 +216,6 @@ def _time(
         if 2 * perf_counter() - started > deadline:  # the next repeat would not fit
             break
     return latencies
-
-
-def _failure(what: str) -> MeasureResult:
-    return MeasureResult(RecordStatus.RUNTIME_ERROR, log=f"{what}:\n{traceback.format_exc()}")
 
 
 if __name__ == "__main__":

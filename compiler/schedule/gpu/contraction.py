@@ -52,7 +52,7 @@ from compiler.schedule.gpu.wmma import (
     staged,
     tensor_cores,
 )
-from compiler.schedule.stage import Context, Schedule
+from compiler.schedule.stage import Context, Schedule, first_values
 from compiler.space.limits import block_error, limits_for
 from compiler.space.space import Config, Knob
 from schemas.target import Target
@@ -109,7 +109,7 @@ class Contraction(Schedule):
     def naive(self, stage: Stage, target: Target) -> Config:
         if plan(stage) is None:
             return self.fallback.naive(stage, target)
-        return {name: values[0] for name, values in self.knobs(stage, target).items()}
+        return first_values(self.knobs(stage, target))
 
     def default(self, stage: Stage, target: Target) -> Config:
         found = plan(stage)

@@ -1,0 +1,65 @@
+"""Task signatures shared by the compiler and worker tests, written out once so that the tests
+that load, key and run them agree on one document."""
+
+from __future__ import annotations
+
+from compiler.kernel import KernelArg
+
+# The example of ARCHITECTURE.md, "Task signature": a float16 matmul with a float32
+# accumulator, then bias and relu.
+MATMUL_BIAS_RELU = {
+    "version": 1,
+    "name": "matmul_bias_relu",
+    "symbols": {"M": {"min": 1, "max": 8192}},
+    "inputs": [
+        {"name": "A", "shape": ["M", 1024], "dtype": "float16"},
+        {"name": "B", "shape": [1024, 4096], "dtype": "float16"},
+        {"name": "bias", "shape": [4096], "dtype": "float16"},
+    ],
+    "computes": [
+        {
+            "name": "acc",
+            "axes": ["i", "j"],
+            "shape": ["M", 4096],
+            "dtype": "float32",
+            "reduce": {"op": "sum", "axes": {"k": 1024}},
+            "expr": "float32(A[i, k]) * float32(B[k, j])",
+        },
+        {
+            "name": "out",
+            "axes": ["i", "j"],
+            "shape": ["M", 4096],
+            "dtype": "float16",
+            "expr": "float16(max(acc[i, j] + float32(bias[j]), 0.0))",
+        },
+    ],
+    "outputs": ["out"],
+}
+
+# out[i] = 2 * a[i] + b[i] over a symbolic length N, so symbols travel too: the program of
+# the hand-written runner candidates, CPU and CUDA.
+AXPY = {
+    "version": 1,
+    "name": "axpy",
+    "symbols": {"N": {"min": 1, "max": 1 << 20}},
+    "inputs": [
+        {"name": "a", "shape": ["N"], "dtype": "float32"},
+        {"name": "b", "shape": ["N"], "dtype": "float32"},
+    ],
+    "computes": [
+        {
+            "name": "out",
+            "axes": ["i"],
+            "shape": ["N"],
+            "dtype": "float32",
+            "expr": "2.0 * a[i] + b[i]",
+        }
+    ],
+    "outputs": ["out"],
+}
+# The arguments of every AXPY kernel, in the launch ABI of `compiler.kernel`.
+AXPY_ARGS = (
+    KernelArg("a", ("N",), "float32", "input"),
+    KernelArg("b", ("N",), "float32", "input"),
+    KernelArg("out", ("N",), "float32", "output"),
+)
