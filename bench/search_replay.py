@@ -111,7 +111,7 @@ def measure(workload: Workload, count: int, seed: int) -> None:
     target = Target(kind="cpu", isa=device.cpu_isa())
     space = space_for(program, target)
     data: dict[str, Any] = (
-        json.loads(path.read_text())
+        current_features(workload, json.loads(path.read_text()))
         if path.exists()
         else {
             "workload": workload.name,
@@ -128,14 +128,6 @@ def measure(workload: Workload, count: int, seed: int) -> None:
         }
     )
     records: list[dict[str, Any]] = data["records"]
-    if data["feature_version"] != features.FEATURE_VERSION:  # features are pure: recompute
-        for record in records:
-            vector = features.extract(program, target, record["config"], workload.symbols)
-            record["features"] = _rounded(vector)
-        data.update(
-            feature_version=features.FEATURE_VERSION, feature_names=features.feature_names()
-        )
-        _write(path, data)
     known = [(r["config"], r["latency_s"]) for r in records]
     sampler = RandomSearch(space, seed=seed, known=known)
     pending = [naive] if sampler.take(naive := space.naive()) else []
@@ -155,6 +147,22 @@ def measure(workload: Workload, count: int, seed: int) -> None:
         _write(path, data)
         best = min((r["latency_s"] for r in records if r["latency_s"] is not None), default=None)
         print(f"{workload.name}: {len(records)}/{count} measured, best {best}", flush=True)
+
+
+def current_features(workload: Workload, data: dict[str, Any]) -> dict[str, Any]:
+    """A data file's contents with features of this FEATURE_VERSION: recomputed from the
+    configs (features are pure functions of them) and written back when the file holds
+    another version's, so every reader sees the same rounded vectors."""
+    if data["feature_version"] == features.FEATURE_VERSION:
+        return data
+    program = load(json.dumps(_signature(workload)))
+    target = Target.parse(data["target"])
+    for record in data["records"]:
+        vector = features.extract(program, target, record["config"], workload.symbols)
+        record["features"] = _rounded(vector)
+    data.update(feature_version=features.FEATURE_VERSION, feature_names=features.feature_names())
+    _write(data_path(workload), data)
+    return data
 
 
 def _run(workload: Workload, target: Target, configs: list[Config]) -> list[CandidateResult]:
@@ -243,25 +251,16 @@ class Pool:
 
 
 def load_pool(workload: Workload) -> Pool:
-    """The workload's measured configs, with features of this FEATURE_VERSION (recomputed from
-    the configs when the file was measured under another)."""
-    data = json.loads(data_path(workload).read_text())
+    """The workload's measured configs, with features of this FEATURE_VERSION."""
+    data = current_features(workload, json.loads(data_path(workload).read_text()))
     program = load(json.dumps(_signature(workload)))
-    target = Target.parse(data["target"])
     records = data["records"]
-    configs = [r["config"] for r in records]
-    if data["feature_version"] == features.FEATURE_VERSION:
-        vectors = [r["features"] for r in records]
-    else:
-        vectors = [
-            list(features.extract(program, target, c, workload.symbols).values()) for c in configs
-        ]
     return Pool(
         workload,
-        space_for(program, target),
-        configs,
+        space_for(program, Target.parse(data["target"])),
+        [r["config"] for r in records],
         [r["latency_s"] for r in records],
-        np.asarray(vectors, dtype=np.float64),
+        np.asarray([r["features"] for r in records], dtype=np.float64),
     )
 
 

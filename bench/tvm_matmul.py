@@ -1,6 +1,8 @@
 """TVM MetaSchedule's fp32 matmul on this machine: the reference tuner, run beside tunehub.
 
-    /path/to/tvm-venv/bin/python bench/tvm_matmul.py N TRIALS
+    python3 -m venv /tmp/tvm && /tmp/tvm/bin/pip install apache-tvm==0.27.0.post1 \
+        apache-tvm-ffi==0.1.14.post0 xgboost-cpu psutil cloudpickle
+    /tmp/tvm/bin/python bench/tvm_matmul.py N TRIALS
 
 Runs under a Python that has `apache-tvm` (0.27) and `xgboost`, which tunehub itself does not
 depend on; `bench/cpu_matmul.py --tvm-python PATH` calls it in a child process so both tuners

@@ -2,7 +2,7 @@
 
 `extract(program, target, config)` returns a flat dict with the same keys (`feature_names()`)
 for every program and config of a `FEATURE_VERSION`, so records of different workloads train
-one model. Two groups:
+one model. Three groups:
 
 * **workload**: FLOPs, bytes moved, their ratio, stage classes, the log-extents of the
   heaviest stage's axes, the dtypes read and written;
@@ -16,14 +16,26 @@ one model. Two groups:
   arithmetic (a GEMM's k loop around its register tile): its vector FMAs, vector loads,
   broadcasts and prefetches, FMAs per value loaded, and unroll factor. On measured CPU spaces
   the register tile's shape is what separates the fastest configs, and the hot-statement
-  features do not see it (version 2).
+  features do not see it (version 2);
+* **GPU** (CUDA targets; 0 on CPUs, constant columns a tree model never splits on), of the
+  *main kernel*, the launch that runs the hot statement (`compiler.render.launch`): kernels
+  launched, threads per block, blocks in the grid, waves (blocks over the SMs times the blocks
+  one SM holds), shared memory per block (static and dynamic), `cp.async` pipeline stages,
+  tensor-core (WMMA) use, a register estimate per thread (every per-thread local value and
+  WMMA fragment, plus a fixed overhead) and the occupancy it allows (resident warps per SM over
+  the arch's maximum, `compiler.space.limits.residency`); and the **ptxas** columns, over
+  every kernel: registers, spill bytes (stores and loads), stack frame and static shared
+  memory. `extract` fills those with the estimates (0 spills, 0 stack), so the search can
+  score configs it has not built; `with_build_stats` replaces them with what ptxas reported,
+  so every built record carries the real values (version 3).
 
 Extents are evaluated with symbols bound, loop variables at 0 and integer locals at their
 initial values (a GEMM's clipped block sizes `min(mc, M - i * mc)` count as full blocks).
 
 Values are log2(1 + x) for quantities that span orders of magnitude. Symbol values default
 to each symbol's maximum; pass the values being tuned for. Deterministic and cheap: it lowers
-to loop IR but renders and compiles nothing.
+to loop IR but renders and compiles nothing. The SM count behind waves is a reference GPU's
+per arch (`compiler.space.limits`), not the worker's.
 """
 
 from __future__ import annotations
@@ -31,9 +43,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from compiler import dtypes
 from compiler.analysis import KINDS, Stage
+from compiler.dtypes import INDEX
 from compiler.ir import (
     Binary,
     Call,
@@ -51,6 +65,7 @@ from compiler.ir import (
 )
 from compiler.loop import (
     Assign,
+    AsyncCopy,
     Decl,
     For,
     Function,
@@ -59,6 +74,7 @@ from compiler.loop import (
     Seq,
     Stmt,
     Store,
+    Wmma,
     as_expr,
     exprs,
     lanes,
@@ -66,17 +82,38 @@ from compiler.loop import (
     stmts,
 )
 from compiler.lower import lower_function
+from compiler.render.launch import Launch, launches
 from compiler.space import space_for
+from compiler.space.limits import WARP, limits_for, residency
 from compiler.space.program import group_knob
 from compiler.space.space import Config
 from schemas.target import Target
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3
 LEVELS = 4
 MAX_AXES = 4
 MAX_REDUCE_AXES = 3
 _LOOP_KINDS = ("serial", "parallel", "unroll", "vectorize")
 _KERNEL = ("vector_fmas", "vector_loads", "broadcasts", "prefetches", "fmas_per_load", "unroll")
+_GPU = (
+    "kernels",
+    "threads",
+    "log_blocks",
+    "waves",
+    "shared_bytes",
+    "async_stages",
+    "tensor_cores",
+    "registers",
+    "occupancy",
+)
+_PTXAS = ("registers", "spill_bytes", "stack_bytes", "shared_bytes")
+# Registers a GPU thread needs besides its local values: indices, addresses and loop state
+# (the schedules' estimates, fitted to ptxas on sm_80, use the same).
+REGISTER_OVERHEAD = 24
+# Per thread of a 16x16 WMMA fragment: an accumulator holds 8 floats; an operand, 16 packed
+# halves, but ptxas loads operands just before their mma and reuses their registers (4 fits
+# ptxas on sm_80 float16 matmuls within 15%).
+FRAGMENT_REGISTERS = {"acc": 8, "a": 4, "b": 4}
 
 
 def feature_names() -> list[str]:
@@ -93,7 +130,11 @@ def feature_names() -> list[str]:
     names += [f"log_touched_{n}" for n in range(1, LEVELS + 1)]
     names += [f"flops_per_byte_{n}" for n in range(1, LEVELS + 1)]
     names += [f"kernel_{name}" for name in _KERNEL]
-    return names
+    return names + _gpu_names()
+
+
+def _gpu_names() -> list[str]:
+    return [f"gpu_{name}" for name in _GPU] + [f"ptxas_{name}" for name in _PTXAS]
 
 
 def extract(
@@ -107,11 +148,33 @@ def extract(
     space = space_for(program, target)
     fn = lower_function(program, target, config, space)
     features = _workload(program, space.analysis.stages, values)
-    features.update(_schedule(fn, values))
+    bound = _with_locals(fn, values)
+    features.update(_schedule(fn, bound))
+    if target.kind == "cuda":
+        features.update(_gpu(fn, target, bound))
+    else:
+        features.update(dict.fromkeys(_gpu_names(), 0.0))
     features["fused_groups"] = float(
         sum(bool(config[group_knob(n)]) for n in range(len(space.analysis.groups)))
     )
     return {name: features[name] for name in feature_names()}
+
+
+def with_build_stats(vector: Mapping[str, float], stats: Mapping[str, Any]) -> dict[str, float]:
+    """`vector` with its ptxas columns set from a build's stats (`stats["kernels"]`, as
+    `worker.build.cuda.parse_ptxas` gives them): the most registers, stack and static shared
+    memory of any kernel, and the spill bytes of all. Unchanged where there are none (CPU)."""
+    kernels = list(stats.get("kernels", {}).values())
+    if not kernels:
+        return dict(vector)
+    spills = sum(k.get("spill_store_bytes", 0) + k.get("spill_load_bytes", 0) for k in kernels)
+    return {
+        **vector,
+        "ptxas_registers": float(max(k.get("registers", 0) for k in kernels)),
+        "ptxas_spill_bytes": float(spills),
+        "ptxas_stack_bytes": float(max(k.get("stack_bytes", 0) for k in kernels)),
+        "ptxas_shared_bytes": float(max(k.get("shared_bytes", 0) for k in kernels)),
+    }
 
 
 def _log(x: float) -> float:
@@ -191,13 +254,19 @@ def _sites(stmt: Stmt, loops: tuple[For, ...] = ()) -> list[_Site]:
     return []
 
 
+def _with_locals(fn: Function, symbols: dict[str, int]) -> dict[str, int]:
+    """`symbols` and the function's integer locals at their initial values."""
+    bound = dict(symbols)
+    for decl in stmts(fn.body):  # statement order: an initializer sees the locals before it
+        if isinstance(decl, Decl) and decl.init is not None and dtypes.is_int(decl.dtype):
+            bound[decl.name] = _evaluate(decl.init, bound)
+    return bound
+
+
 def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
+    """The loop-IR features; `symbols` binds the integer locals too (`_with_locals`)."""
     sites = _sites(fn.body)
     every = list(stmts(fn.body))
-    symbols = dict(symbols)
-    for decl in every:  # statement order: a local's initializer sees the locals before it
-        if isinstance(decl, Decl) and decl.init is not None and dtypes.is_int(decl.dtype):
-            symbols[decl.name] = _evaluate(decl.init, symbols)
     all_loops = [s for s in every if isinstance(s, For)]
 
     def extent(loop: For) -> int:
@@ -295,6 +364,60 @@ def _levels(fn: Function, hot: _Site, extent: Callable[[For], int]) -> dict[str,
         features[f"log_touched_{level}"] = _log(touched)
         features[f"flops_per_byte_{level}"] = work / max(touched, 1)
     return features
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+def _gpu(fn: Function, target: Target, symbols: dict[str, int]) -> dict[str, float]:
+    """The GPU and (estimated) ptxas columns of a CUDA function (see the module doc)."""
+    found = launches(fn)
+
+    def work(launch: Launch) -> int:
+        sites = _sites(launch.body)
+        return max(
+            (math.prod(max(1, _evaluate(lp.extent, symbols)) for lp in s.loops) for s in sites),
+            default=0,
+        )
+
+    main = max(found, key=work)
+    body = list(stmts(main.body))
+    registers = _registers(main.body)
+    blocks = math.prod(max(1, _evaluate(e, symbols)) for e in main.grid)
+    resident = residency(target, main.threads, main.shared_bytes, registers)
+    limits = limits_for(target)
+    waits = [s.pending for s in body if isinstance(s, AsyncCopy) and s.op == "wait"]
+    copies = any(isinstance(s, AsyncCopy) and s.op == "copy" for s in body)
+    return {
+        "gpu_kernels": float(len(found)),
+        "gpu_threads": float(main.threads),
+        "gpu_log_blocks": _log(blocks),
+        "gpu_waves": blocks / (limits.sms * max(resident, 1)),
+        "gpu_shared_bytes": float(main.shared_bytes),
+        "gpu_async_stages": float(max(waits, default=0) + 2) if copies else 0.0,
+        "gpu_tensor_cores": float(any(isinstance(s, Wmma) for s in body)),
+        "gpu_registers": float(registers),
+        "gpu_occupancy": resident * -(-main.threads // WARP) / limits.warps_per_sm,
+        "ptxas_registers": float(max(_registers(k.body) for k in found)),
+        "ptxas_spill_bytes": 0.0,
+        "ptxas_stack_bytes": 0.0,
+        "ptxas_shared_bytes": float(max(0 if k.dynamic else k.shared_bytes for k in found)),
+    }
+
+
+def _registers(kernel: Stmt) -> int:
+    """Registers per thread, estimated: 32-bit words of every per-thread local value (the
+    register tile, operand fragments, values held across a barrier), FRAGMENT_REGISTERS per
+    WMMA fragment, and REGISTER_OVERHEAD (index locals included). It ignores that ptxas
+    reuses the registers of values whose lives do not overlap."""
+    words = 0
+    for s in stmts(kernel):
+        if isinstance(s, Decl) and not s.shared and s.dtype != INDEX:
+            size = dtypes.itemsize(dtypes.compute_dtype(scalar(s.dtype))) * lanes(s.dtype)
+            words += math.prod(s.shape) * -(-size // 4)
+        elif isinstance(s, Wmma) and s.op == "fragment":
+            words += FRAGMENT_REGISTERS[s.use]
+    return words + REGISTER_OVERHEAD
 
 
 def _evaluate(expr: Expr, symbols: dict[str, int]) -> int:

@@ -99,7 +99,8 @@ def run_batch(requests: Sequence[CandidateRequest]) -> list[CandidateResult]:
 
 
 def build_candidate(request: CandidateRequest) -> CandidateResult:
-    """Check the config, lower it, extract its features, compile it."""
+    """Check the config, lower it, extract its features, compile it. A CUDA candidate's ptxas
+    features are then what ptxas reported, not the estimates `features.extract` gives."""
     try:
         signature = _json(request.signature)
         program, target = _program(signature), _target(request)
@@ -124,7 +125,7 @@ def build_candidate(request: CandidateRequest) -> CandidateResult:
         status=built.status,
         log="" if built.status is RecordStatus.OK else built.log,
         build_time_s=built.build_time_s,
-        features=vector,
+        features=features.with_build_stats(vector, built.stats),
         feature_version=features.FEATURE_VERSION,
         source=kernel.source,
         metadata=kernel.metadata(),
