@@ -105,9 +105,10 @@ class Contraction(Schedule):
 
     def default(self, stage: Stage, target: Target) -> Config:
         """What measured best on fp32 matmuls from 128^3 to 1024^3 on AVX-512: an 8 x 2-vector
-        tile; 256 x 256 blocks (enough of them for two threads to balance); k blocks of 256
-        past k = 512; each row panel L1-resident while the column panels stream from L2 with
-        a prefetch 16 k steps ahead; the broadcast side read in place when that takes no
+        tile (6 x 2 where 16 vector registers must hold it, the classic AVX2 microkernel);
+        256 x 256 blocks (enough of them for two threads to balance); k blocks of 256 past
+        k = 512; each row panel L1-resident while the column panels stream from L2 with a
+        prefetch 16 k steps ahead; the broadcast side read in place when that takes no
         div/mod, the vector side read in place when its k x columns are small (the packing
         pass is then the larger cost)."""
         found = plan(stage)
@@ -120,7 +121,7 @@ class Contraction(Schedule):
         cols = found.rhs_axes if side == "rhs" else found.lhs_axes
         in_place = len(rows) == 1 and len(stage.anchor.reduce_axes) == 1
         config.update(
-            mr=8,
+            mr=8 if vector_registers(target) >= 32 else 6,
             nv=2,
             kc=0 if k_extent is not None and k_extent <= 512 else 256,
             mb=32,
@@ -147,7 +148,7 @@ class Contraction(Schedule):
             if any(config[name] != naive[name] for name in naive):
                 return "with mr=0 (the plain nest) every other knob keeps its first value"
             return None
-        registers = 32 if VECTOR_BYTES.get(target.isa, 16) == 64 else 16
+        registers = vector_registers(target)
         if mr * nv + nv + 1 > registers:
             return f"a {mr}x{nv} tile needs {mr * nv + nv + 1} vector registers of {registers}"
         if not config["pack_cols"]:
@@ -162,6 +163,11 @@ class Contraction(Schedule):
         if int(config["mr"]) == 0:
             return plain_nest(stage, ctx, rows)
         return Template(stage, found, config, ctx, rows).lower()
+
+
+def vector_registers(target: Target) -> int:
+    """Architectural vector registers a register tile may fill (AVX-512 has 32, others 16)."""
+    return 32 if VECTOR_BYTES.get(target.isa, 16) == 64 else 16
 
 
 def _k_extent(stage: Stage) -> Expr:

@@ -341,12 +341,15 @@ class _Run:
                 s, workload_key=job.workload_key, target=target, symbols=symbols, limit=None
             )
             known = [(r.config, _learned(r.status, r.latency_s)) for r in records]
+            self.featurize = Featurizer(program, target, symbols)
+            for r in records:
+                self.featurize.remember(r.config, r.features, r.feature_version)
         self.guide = None
         if search.guided(job.strategy):
             with session_scope(tuner.sessions) as s:
                 prior = transfer_set(s, job.workload_key, target, symbols)
             self.guide = search.Guide(
-                lambda c: list(features.extract(program, target, c, symbols).values()),
+                self.featurize,
                 XGBModel(seed=tuner.seed),
                 prior,
                 # The zero-data estimate models a CPU core; on GPUs it is unvalidated, so
@@ -373,6 +376,9 @@ class _Run:
         with session_scope(self.tuner.sessions) as s:
             for config, result in zip(batch, results, strict=True):
                 _persist(s, job, target, symbols, config, result)
+                if result.feature_version is not None:
+                    vector = list(result.features.values())
+                    self.featurize.remember(config, vector, int(result.feature_version))
             self.done += len(batch)
             best = store.best_record(
                 s, workload_key=job.workload_key, target=target, symbols=symbols
@@ -405,6 +411,28 @@ class _Run:
             tuning = store.get_tuning(s, self.job.tuning_id)
             if tuning is not None and tuning.status != TuningStatus.CANCELLED:
                 store.update_tuning(s, self.job.tuning_id, status=TuningStatus.DONE)
+
+
+class Featurizer:
+    """Feature vectors of one workload's configs: the vector a record stored, where one of
+    this feature version exists, else extracted from the config. A built record's vector holds
+    what only the build knows (ptxas's register, spill and stack counts replace the
+    estimates), so the model learns from the real values; unbuilt candidates are scored on
+    the estimates."""
+
+    def __init__(self, program: Program, target: Target, symbols: dict[str, int]) -> None:
+        self.program, self.target, self.symbols = program, target, symbols
+        self._stored: dict[str, list[float]] = {}
+
+    def remember(self, config: Config, vector: Sequence[float], version: int) -> None:
+        if version == features.FEATURE_VERSION and vector:
+            self._stored[Space.key(config)] = list(vector)
+
+    def __call__(self, config: Config) -> list[float]:
+        stored = self._stored.get(Space.key(config))
+        if stored is not None:
+            return stored
+        return list(features.extract(self.program, self.target, config, self.symbols).values())
 
 
 def _learned(status: RecordStatus, latency_s: float | None) -> float | None:

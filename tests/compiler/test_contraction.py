@@ -21,7 +21,7 @@ from compiler.schedule.reduction import Reduction
 from compiler.schedule.vectorize import vectorize
 from compiler.space import space_for
 from compiler.space.space import Config
-from schemas.target import Target
+from schemas.target import CPU_ISAS, Target
 from tests.compiler.cbuild import check_configs
 
 CPU = Target(kind="cpu", isa="x86_64-avx512")
@@ -263,3 +263,9 @@ def test_register_budget() -> None:
     assert reason is not None and "vector registers" in reason
     reason = space.check({**space.naive(), "s0.kc": 0, "s0.nv": 2})
     assert reason is not None and "plain nest" in reason
+
+
+@pytest.mark.parametrize("isa", CPU_ISAS)
+def test_the_default_tile_fits_every_isas_registers(isa: str) -> None:
+    space = space_for(example("matmul_odd"), Target(kind="cpu", isa=isa))
+    assert space.check(space.default()) is None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import platform
+import random
 from collections.abc import Iterator
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from compiler import features
 from compiler.program import load
 from compiler.space import space_for
 from compiler.space.space import Space
@@ -18,6 +20,7 @@ from schemas.target import Target
 from server.db import store
 from server.db.session import make_engine, migrate, session_factory, session_scope
 from server.tuner import LocalExecutor, Progress, Tuner, resolve_symbols, submit
+from server.tuner.tuner import Featurizer
 
 # A small symbolic matmul: cheap to build and measure, and it exercises symbol defaults.
 SIGNATURE = TaskSignature.model_validate(
@@ -179,3 +182,20 @@ def test_symbol_values_default_and_are_checked() -> None:
         resolve_symbols(program, {"M": 1000})
     with pytest.raises(ValueError, match="unknown symbol N"):
         resolve_symbols(program, {"N": 3})
+
+
+def test_stored_feature_vectors_stand_in_for_extraction() -> None:
+    """A record's stored vector (with what only its build knew) is what the model learns from;
+    a config without one, or with one of another feature version, is extracted."""
+    program = load(SIGNATURE.model_dump())
+    target = Target(kind="cpu", isa="x86_64")
+    symbols = resolve_symbols(program, {})
+    space = space_for(program, target)
+    stored, old, fresh = space.naive(), space.default(), space.sample(random.Random(1))
+    featurize = Featurizer(program, target, symbols)
+    featurize.remember(stored, [7.0] * 3, features.FEATURE_VERSION)
+    featurize.remember(old, [5.0] * 3, features.FEATURE_VERSION - 1)
+    extracted = list(features.extract(program, target, old, symbols).values())
+    assert featurize(stored) == [7.0] * 3
+    assert featurize(old) == extracted
+    assert featurize(fresh) == list(features.extract(program, target, fresh, symbols).values())
