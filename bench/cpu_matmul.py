@@ -12,7 +12,8 @@ Python (`bench/tvm_matmul.py`: kernels on one thread, timed by the same rule), s
 reference tuner and tunehub are compared on one machine in one run.
 numpy runs in a child process with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so OpenBLAS
 picks its kernels for this CPU, and with the same number of threads; the table says which
-BLAS kernels it ran. Results go to docs/benchmarks/cpu_matmul-<date>.md.
+BLAS kernels it ran. Results go to docs/benchmarks/cpu_matmul-<date>.md (with TVM,
+cpu_matmul_vs_tvm-<date>.md).
 """
 
 from __future__ import annotations
@@ -234,7 +235,8 @@ def main() -> None:
                 f"## Beside TVM MetaSchedule {tvm_version} (same machine, same run)",
                 "",
                 "TVM: `bench/tvm_matmul.py` (MetaSchedule defaults, builds on every core, kernels",
-                "on one thread); a ratio above 1 means tunehub's kernel or tuning is faster.",
+                "on one thread). TVM latency / tunehub's above 1: tunehub's kernel is faster;",
+                "tunehub tuning time / TVM's under 1: tunehub tuned faster (0.5 = half the time).",
                 "",
                 tvm_table(rows),
                 "",
@@ -245,7 +247,9 @@ def main() -> None:
     if any(r.tvm is not None for r in rows):
         print(tvm_table(rows))
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"cpu_matmul-{today}.md"
+    # A run beside TVM is its own report: it does not replace the plain table of the day.
+    name = "cpu_matmul_vs_tvm" if args.tvm_python else "cpu_matmul"
+    path = args.out / f"{name}-{today}.md"
     path.write_text(report)
     print(f"\nwrote {path}")
 
