@@ -25,6 +25,7 @@ from server.api.metrics import Metrics, MetricsMiddleware
 from server.api.routes import artifacts, health, tuning_groups, tunings, workers, workloads
 from server.best import BestLookup
 from server.db.session import make_engine, migrate, session_factory
+from server.generations import BestGenerations
 from server.settings import Settings, get_settings
 
 # Redis answers in microseconds; a request waiting longer than this for it gets a 503.
@@ -50,7 +51,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine=engine,
         sessions=sessions,
         redis=redis,
-        best=BestLookup(sessions, settings.best_cache_ttl_s),
+        best=BestLookup(
+            sessions,
+            settings.best_cache_ttl_s,
+            None if redis is None else BestGenerations(redis),
+        ),
         tokens=TokenVerifier(sessions),
         metrics=Metrics(sessions),
     )

@@ -1,9 +1,12 @@
 """Best-kernel lookups, the service's hot path: one indexed query, and hits kept in memory.
 
 Clients ask for the best kernel of a workload far more often than new records arrive, so a
-found best is cached for `ttl_s` (the `best_cache_ttl_s` setting). A cached answer is at worst
-an older verified kernel, never a wrong one; misses are not cached, so a client polling for
-the first kernel of a workload sees it as soon as it is stored.
+found best is cached for `ttl_s` (the `best_cache_ttl_s` setting). With Redis, a hit is served
+only while the workload's generation (`server.generations`) is the one read before the query:
+a batch a tuner stored is visible at once, and a hit costs one Redis GET, no query. Without
+Redis, a cached answer may be an older verified kernel for up to `ttl_s`, never a wrong one.
+Misses are not cached, so a client polling for the first kernel of a workload sees it as soon
+as it is stored.
 
 `symbols` follow the tuning request's rule: the values given, with every symbol left out at
 its default (`server.tuner.resolve_symbols`), so asking with the symbols a tuning was submitted
@@ -27,21 +30,29 @@ from server.cache import TTLCache
 from server.db import store
 from server.db.session import session_scope
 from server.errors import InvalidRequest, NotFound
+from server.generations import BestGenerations
 from server.tuner import resolve_symbols
 
 
 class BestLookup:
     """Finds the fastest verified record of a workload for a target (and symbol values)."""
 
-    def __init__(self, sessions: sessionmaker[Session], ttl_s: float) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        ttl_s: float,
+        generations: BestGenerations | None = None,
+    ) -> None:
         self.sessions = sessions
-        self._cache: TTLCache[RecordView] = TTLCache(ttl_s)
+        self.generations = generations
+        # Each best with the generation of its workload it was read at.
+        self._cache: TTLCache[tuple[int | None, RecordView]] = TTLCache(ttl_s)
 
     async def by_key(
         self, key: str, target: Target, symbols: Mapping[str, int] | None
     ) -> RecordView:
         """The best record of workload `key`; `NotFound` (with the reason) when there is none.
-        A cache hit costs no thread and no query."""
+        A cache hit costs no query (and, without Redis, no thread)."""
         return await self._cached(key, target, symbols, fill_in=True)
 
     async def by_signature(
@@ -55,11 +66,14 @@ class BestLookup:
         self, key: str, target: Target, symbols: Mapping[str, int] | None, *, fill_in: bool
     ) -> RecordView:
         cache_key = (key, str(target), None if symbols is None else store.canonical_json(symbols))
+        generation = None
+        if self.generations is not None:  # read before the query (`server.generations`)
+            generation = await to_thread.run_sync(self.generations.current, key)
         hit = self._cache.get(cache_key)
-        if hit is not None:
-            return hit
+        if hit is not None and hit[0] == generation:
+            return hit[1]
         view = await to_thread.run_sync(self._lookup, key, target, symbols, fill_in)
-        self._cache.put(cache_key, view)
+        self._cache.put(cache_key, (generation, view))
         return view
 
     def _lookup(

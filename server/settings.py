@@ -39,7 +39,8 @@ class Settings(BaseSettings):
     auth: Literal["open", "token"] = "open"
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
-    # Best-kernel lookups are served from memory this long (0: never cached); a client may see
+    # Best-kernel lookups are served from memory this long (0: never cached). With Redis, a
+    # stored batch invalidates them at once (`server.generations`); without, a client may see
     # an older best for that long after a better kernel is stored.
     best_cache_ttl_s: float = Field(default=2.0, ge=0)
 

@@ -373,16 +373,18 @@ class Stack:
         engine = make_engine(self.config.database_url)
         try:
             with session_scope(session_factory(engine)) as s:
-                for status in store.ACTIVE_TUNING_STATUSES:
-                    for tuning in store.list_tunings(s, status=status, limit=10_000):
-                        if tuner_job_id(tuning) in job_ids:
-                            store.update_tuning(
-                                s,
-                                tuning.id,
-                                status=TuningStatus.CANCELLED,
-                                error="interrupted: the standalone service stopped "
-                                "(submit it again to resume)",
-                            )
+                orphaned = [
+                    tuning.id
+                    for status in store.ACTIVE_TUNING_STATUSES
+                    for tuning in store.list_tunings(s, status=status, limit=10_000)
+                    if tuner_job_id(tuning) in job_ids
+                ]
+                store.move_tunings(
+                    s,
+                    orphaned,
+                    TuningStatus.CANCELLED,
+                    error="interrupted: the standalone service stopped (submit it again to resume)",
+                )
         finally:
             engine.dispose()
 

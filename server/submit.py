@@ -182,22 +182,21 @@ def resolve_target(redis: Redis | None, target: Target) -> Target:
 
 def cancel_tuning(s: Session, tuning: Tuning) -> None:
     """Cancel a queued or running tuning. A running one stops at its next batch boundary (the
-    tuner re-reads its status); a queued one ends as soon as a tuner picks it up."""
-    if tuning.status not in store.ACTIVE_TUNING_STATUSES:
+    tuner re-reads its status); a queued one ends as soon as a tuner picks it up. Conflict
+    when it has ended, also when its tuner finished it a moment ago (`store.move_tunings`)."""
+    if not store.move_tunings(s, [tuning.id], TuningStatus.CANCELLED, error="cancelled"):
+        s.refresh(tuning)
         raise Conflict(f"tuning {tuning.id} has already ended ({tuning.status})")
-    store.update_tuning(s, tuning.id, status=TuningStatus.CANCELLED, error="cancelled")
 
 
 def cancel_group(s: Session, group: TuningGroup) -> None:
     """Cancel a group's unfinished tunings (as `cancel_tuning`; finished ones keep their
     results). Conflict when none is left."""
     members = store.group_members(s, [group.id]).get(group.id, [])
-    active = [t for t in members if t.status in store.ACTIVE_TUNING_STATUSES]
-    if not active:
+    ids = [t.id for t in members]
+    if not store.move_tunings(s, ids, TuningStatus.CANCELLED, error="cancelled"):
         ended = store.group_statuses(s, [group.id])[group.id]
         raise Conflict(f"tuning group {group.id} has already ended ({ended})")
-    for tuning in active:
-        cancel_tuning(s, tuning)
 
 
 def _check_trials(trials: int, cap: int, *, per_task: int | None = None) -> None:
@@ -250,10 +249,9 @@ def _enqueue(
         enqueue()
     except RedisError as exc:
         with session_scope(sessions) as s:
-            for tuning_id in tuning_ids:
-                store.update_tuning(
-                    s, tuning_id, status=TuningStatus.FAILED, error=f"could not queue it: {exc}"
-                )
+            store.move_tunings(
+                s, tuning_ids, TuningStatus.FAILED, error=f"could not queue it: {exc}"
+            )
         raise Unavailable(f"could not queue {what} (Redis: {exc})") from None
 
 

@@ -172,6 +172,8 @@ class Record(Base):
     __table_args__ = (
         Index("ix_records_best", "workload_key", "target", "symbols_key", "status", "latency_s"),
         Index("ix_records_config", "workload_key", "target", "symbols_key", "config_key"),
+        # `/metrics` counts records by status: an index-only scan of this, not of the table.
+        Index("ix_records_status", "status"),
     )
 
     @property

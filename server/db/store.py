@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Select, case, func, or_, select
+from sqlalchemy import ColumnElement, CursorResult, Select, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
@@ -184,6 +184,8 @@ def update_tuning(
 
     `started_at` is set the first time it becomes running, `finished_at` whenever it reaches
     done, failed or cancelled (and cleared if it is queued or run again, e.g. on resume).
+    `status` is written whatever the row holds: only for a tuning nobody else can be changing
+    (one this transaction created); every other status change goes through `move_tunings`.
     Raises `LookupError` for an unknown id.
     """
     tuning = s.get(Tuning, tuning_id)
@@ -203,6 +205,39 @@ def update_tuning(
         tuning.error = error
     s.flush()
     return tuning
+
+
+def move_tunings(
+    s: Session,
+    tuning_ids: Sequence[int],
+    status: TuningStatus,
+    *,
+    error: str | None = None,
+    only_from: Sequence[TuningStatus] = ACTIVE_TUNING_STATUSES,
+) -> int:
+    """Set `status` (and `error`) on those of `tuning_ids` whose status is one of `only_from`
+    in one conditional UPDATE, and return how many changed. The API and the tuners change a
+    tuning's status concurrently; reading it first and then writing would let a tuning that
+    finished in between be cancelled (or a cancelled one be marked done), so the database
+    decides. Times as in `update_tuning`; the loaded `Tuning` objects it changes follow."""
+    if not tuning_ids:
+        return 0
+    now = utcnow()
+    values: dict[str, Any] = {
+        "status": status,
+        "finished_at": now if status in FINISHED_TUNING_STATUSES else None,
+    }
+    if status == TuningStatus.RUNNING:
+        values["started_at"] = func.coalesce(Tuning.started_at, now)
+    if error is not None:
+        values["error"] = error
+    statement = (
+        update(Tuning)
+        .where(Tuning.id.in_(set(tuning_ids)), Tuning.status.in_(only_from))
+        .values(values)
+        .execution_options(synchronize_session="fetch")
+    )
+    return cast(CursorResult[Any], s.execute(statement)).rowcount
 
 
 # Tuning groups

@@ -35,6 +35,7 @@ from schemas.target import Target
 from server.db import store
 from server.db.models import Tuning
 from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.generations import BestGenerations
 from server.settings import Settings, get_settings
 from server.tuner.rq_executor import RQExecutor
 from server.tuner.tuner import Tuner, TuningSummary
@@ -218,7 +219,8 @@ def _failing(sessions: sessionmaker[Session], tuning_ids: Sequence[int]) -> Iter
 
 def _tuner(sessions: sessionmaker[Session], redis: Redis, tuning_id: int) -> Tuner:
     """A tuner on the worker daemons, measuring with the threads the target's workers offer
-    (`tuning_id`'s target: a group's members share theirs)."""
+    (`tuning_id`'s target: a group's members share theirs), that tells the API's best caches
+    of every batch it stores."""
     with session_scope(sessions) as s:
         tuning = store.get_tuning(s, tuning_id)
         if tuning is None:
@@ -226,15 +228,12 @@ def _tuner(sessions: sessionmaker[Session], redis: Redis, tuning_id: int) -> Tun
         target = Target.parse(tuning.target)
     executor = RQExecutor(redis)
     threads = executor.measure_threads(executor.resolve(target))
-    return Tuner(sessions, executor, threads=threads)
+    return Tuner(sessions, executor, threads=threads, generations=BestGenerations(redis))
 
 
 def _fail(sessions: sessionmaker[Session], tuning_ids: Sequence[int], error: str) -> None:
     with session_scope(sessions) as s:
-        for tuning_id in tuning_ids:
-            tuning = store.get_tuning(s, tuning_id)
-            if tuning is not None and tuning.status in store.ACTIVE_TUNING_STATUSES:
-                store.update_tuning(s, tuning_id, status=TuningStatus.FAILED, error=error)
+        store.move_tunings(s, tuning_ids, TuningStatus.FAILED, error=error)
 
 
 def _tuner_killed(job: Job, _pid: int, status: int, _rusage: Any) -> None:

@@ -47,7 +47,7 @@ from schemas.signature import TaskSignature
 from schemas.target import Target
 from server.db import store
 from server.db.session import session_scope
-from server.db.store import FINISHED_TUNING_STATUSES
+from server.generations import BestGenerations
 from server.tuner.executor import Executor
 from server.tuner.scheduler import TaskScheduler
 from worker.jobs import CandidateRequest, CandidateResult
@@ -65,6 +65,9 @@ NO_FEATURES = 0
 TRANSFER_RECORDS = 2000
 
 ARTIFACT_KINDS = {"cpu": "so", "cuda": "cubin"}
+
+# A tuning runs (or resumes) from any status but cancelled.
+STARTABLE = tuple(status for status in TuningStatus if status != TuningStatus.CANCELLED)
 
 
 def resolve_symbols(program: Program, given: Mapping[str, int]) -> dict[str, int]:
@@ -191,7 +194,8 @@ class Tuner:
     `threads` is the OpenMP thread count kernels are measured with. `repeats` and
     `min_repeat_s` set the measurement effort per candidate (timed batches, and the least
     duration of each; the defaults are the workers'): fewer, shorter batches trade latency
-    precision for time, which suits tests and quick looks.
+    precision for time, which suits tests and quick looks. `generations`, in the service, are
+    bumped after every stored batch, so that the API's cached bests follow at once.
     """
 
     def __init__(
@@ -204,6 +208,7 @@ class Tuner:
         batch_size: int | None = None,
         repeats: int = CandidateRequest.repeats,
         min_repeat_s: float = CandidateRequest.min_repeat_s,
+        generations: BestGenerations | None = None,
     ) -> None:
         self.sessions = sessions
         self.executor = executor
@@ -212,6 +217,7 @@ class Tuner:
         self.batch_size = batch_size or max(8, 2 * executor.parallelism)
         self.repeats = repeats
         self.min_repeat_s = min_repeat_s
+        self.generations = generations
 
     def run(self, tuning_id: int, progress: ProgressCallback | None = None) -> TuningSummary:
         """Run (or resume) tuning `tuning_id` to its budget and mark it done; on an internal
@@ -278,22 +284,19 @@ class Tuner:
 
     def _mark(self, tuning_ids: Sequence[int], status: TuningStatus, error: str) -> None:
         with session_scope(self.sessions) as s:
-            for tuning_id in tuning_ids:
-                tuning = store.get_tuning(s, tuning_id)
-                if tuning is not None and tuning.status not in FINISHED_TUNING_STATUSES:
-                    store.update_tuning(s, tuning_id, status=status, error=error)
+            store.move_tunings(s, tuning_ids, status, error=error)
 
     def _start(self, tuning_id: int) -> _Job | None:
         """Mark the tuning running and read what it needs; None when it was cancelled."""
         with session_scope(self.sessions) as s:
-            tuning = store.get_tuning(s, tuning_id)
-            if tuning is None:
-                raise LookupError(f"no tuning {tuning_id}")
-            if tuning.status == TuningStatus.CANCELLED:
+            if not store.move_tunings(s, [tuning_id], TuningStatus.RUNNING, only_from=STARTABLE):
+                if store.get_tuning(s, tuning_id) is None:
+                    raise LookupError(f"no tuning {tuning_id}")
                 return None
+            tuning = store.get_tuning(s, tuning_id)
+            assert tuning is not None  # just updated
             workload = store.get_workload(s, tuning.workload_key)
             assert workload is not None  # a foreign key
-            store.update_tuning(s, tuning_id, status=TuningStatus.RUNNING)
             return _Job(
                 tuning_id=tuning.id,
                 workload_key=tuning.workload_key,
@@ -387,6 +390,8 @@ class _Run:
                 s, job.tuning_id, trials_done=self.done, best_record_id=best.id if best else None
             )
             self.best_latency_s = best.latency_s if best else None
+        if self.tuner.generations is not None:  # committed: now the API may look again
+            self.tuner.generations.bump(job.workload_key)
         self.strategy.notify(
             [(c, _learned(r.status, r.latency_s)) for c, r in zip(batch, results, strict=True)]
         )
@@ -398,7 +403,8 @@ class _Run:
         return len(batch)
 
     def finish(self) -> None:
-        """Save the last cost model and mark the tuning done (unless it was cancelled)."""
+        """Save the last cost model and mark the tuning done, if it is still running: one
+        cancelled (or failed) meanwhile keeps that status (`store.move_tunings`)."""
         with session_scope(self.tuner.sessions) as s:
             if self.guide is not None and self.guide.model.trained:
                 store.add_cost_model(
@@ -408,9 +414,7 @@ class _Run:
                     n_train=self.guide.model.n_train,
                     blob=self.guide.model.save(),
                 )
-            tuning = store.get_tuning(s, self.job.tuning_id)
-            if tuning is not None and tuning.status != TuningStatus.CANCELLED:
-                store.update_tuning(s, self.job.tuning_id, status=TuningStatus.DONE)
+            store.move_tunings(s, [self.job.tuning_id], TuningStatus.DONE)
 
 
 class Featurizer:

@@ -9,7 +9,7 @@ from datetime import UTC
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import event, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,6 +19,9 @@ from schemas.target import Target
 from server.db import store
 from server.db.models import Artifact, Record
 from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.errors import Conflict
+from server.submit import cancel_group, cancel_tuning
+from server.tuner.tuner import STARTABLE
 
 WORKLOAD = "ab" * 32
 OTHER_WORKLOAD = "cd" * 32
@@ -359,3 +362,174 @@ def test_concurrent_writers(database_url: str) -> None:
             assert s.scalar(select(func.count()).select_from(Artifact)) == 1
     finally:
         engine.dispose()
+
+
+def _tuning(factory: sessionmaker[Session], status: TuningStatus) -> int:
+    with session_scope(factory) as s:
+        tuning_id = store.create_tuning(
+            s, workload_key=WORKLOAD, target="cpu", symbols={}, trials=8, strategy="random"
+        ).id
+        store.update_tuning(s, tuning_id, status=status)
+    return tuning_id
+
+
+def _status(factory: sessionmaker[Session], tuning_id: int) -> TuningStatus:
+    with session_scope(factory) as s:
+        tuning = store.get_tuning(s, tuning_id)
+        assert tuning is not None
+        return tuning.status
+
+
+def test_a_cancel_that_reads_before_the_tuner_finishes_does_not_overwrite_done(
+    factory: sessionmaker[Session],
+) -> None:
+    """The API reads a running tuning, its tuner marks it done, then the API cancels: the
+    tuning stays done and the cancel is a Conflict."""
+    tuning_id = _tuning(factory, TuningStatus.RUNNING)
+    with session_scope(factory) as api:
+        tuning = store.get_tuning(api, tuning_id)
+        assert tuning is not None and tuning.status == TuningStatus.RUNNING
+        with session_scope(factory) as tuner:
+            assert store.move_tunings(tuner, [tuning_id], TuningStatus.DONE) == 1
+        with pytest.raises(Conflict, match="already ended \\(done\\)"):
+            cancel_tuning(api, tuning)
+    assert _status(factory, tuning_id) == TuningStatus.DONE
+
+
+def test_a_group_cancel_keeps_the_members_finished_meanwhile(
+    factory: sessionmaker[Session],
+) -> None:
+    with session_scope(factory) as s:
+        group_id = store.create_group(s, target="cpu", strategy="random", trials=8).id
+        ids = [
+            store.create_tuning(
+                s,
+                workload_key=key,
+                target="cpu",
+                symbols={},
+                trials=8,
+                strategy="random",
+                group_id=group_id,
+            ).id
+            for key in (WORKLOAD, OTHER_WORKLOAD)
+        ]
+        store.move_tunings(s, ids, TuningStatus.RUNNING)
+    with session_scope(factory) as api:
+        group = store.get_group(api, group_id)
+        assert group is not None
+        store.group_members(api, [group_id])  # the members, read while both run
+        with session_scope(factory) as tuner:
+            store.move_tunings(tuner, [ids[0]], TuningStatus.DONE)
+        cancel_group(api, group)
+    assert [_status(factory, i) for i in ids] == [TuningStatus.DONE, TuningStatus.CANCELLED]
+    with session_scope(factory) as api:
+        group = store.get_group(api, group_id)
+        assert group is not None
+        with session_scope(factory) as tuner:
+            store.move_tunings(tuner, [ids[1]], TuningStatus.DONE)  # already cancelled
+        with pytest.raises(Conflict, match="already ended"):
+            cancel_group(api, group)
+
+
+def test_a_tuner_does_not_finish_or_restart_a_tuning_cancelled_meanwhile(
+    factory: sessionmaker[Session],
+) -> None:
+    """The tuner's transitions (running, done, failed) are conditional too: a tuning the API
+    cancelled after the tuner last read it stays cancelled."""
+    tuning_id = _tuning(factory, TuningStatus.RUNNING)
+    with session_scope(factory) as tuner:
+        tuning = store.get_tuning(tuner, tuning_id)
+        assert tuning is not None and tuning.status == TuningStatus.RUNNING
+        with session_scope(factory) as api:
+            api_tuning = store.get_tuning(api, tuning_id)
+            assert api_tuning is not None
+            cancel_tuning(api, api_tuning)
+        assert store.move_tunings(tuner, [tuning_id], TuningStatus.DONE) == 0
+        assert store.move_tunings(tuner, [tuning_id], TuningStatus.FAILED, error="x") == 0
+        restarted = store.move_tunings(
+            tuner, [tuning_id], TuningStatus.RUNNING, only_from=STARTABLE
+        )
+        assert restarted == 0
+    assert _status(factory, tuning_id) == TuningStatus.CANCELLED
+
+
+def test_move_tunings_sets_the_times(factory: sessionmaker[Session]) -> None:
+    tuning_id = _tuning(factory, TuningStatus.QUEUED)
+    with session_scope(factory) as s:
+        assert store.move_tunings(s, [tuning_id], TuningStatus.RUNNING) == 1
+    with session_scope(factory) as s:
+        running = store.get_tuning(s, tuning_id)
+        assert running is not None and running.started_at is not None
+        assert running.finished_at is None
+        started_at = running.started_at
+        assert store.move_tunings(s, [tuning_id], TuningStatus.FAILED, error="boom") == 1
+    with session_scope(factory) as s:
+        failed = store.get_tuning(s, tuning_id)
+        assert failed is not None and (failed.status, failed.error) == (TuningStatus.FAILED, "boom")
+        assert failed.finished_at is not None and failed.started_at == started_at
+        # Resumed: from a finished status, when asked to; it keeps its first start.
+        assert store.move_tunings(s, [tuning_id], TuningStatus.RUNNING) == 0
+        resumed = store.move_tunings(
+            s, [tuning_id], TuningStatus.RUNNING, only_from=[TuningStatus.FAILED]
+        )
+        assert resumed == 1
+    with session_scope(factory) as s:
+        again = store.get_tuning(s, tuning_id)
+        assert again is not None and again.finished_at is None
+        assert again.started_at == started_at
+        assert store.move_tunings(s, [], TuningStatus.DONE) == 0
+
+
+def test_counts_by_status_read_indexes_not_tables(database_url: str) -> None:
+    """`/metrics` counts tunings and records by status at every scrape: on PostgreSQL both
+    counts are index-only scans (`ix_tunings_status`, `ix_records_status`), never a scan of
+    the tables, whose rows (features, timings, errors) are far wider than a status."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("query plans are PostgreSQL's")
+    migrate(database_url)
+    engine = make_engine(database_url)
+    statements: list[tuple[str, Any]] = []
+    try:
+        with engine.begin() as connection:
+            for statement in _MANY_ROWS:
+                connection.execute(text(statement), {"workload": WORKLOAD, "n": 20_000})
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text("VACUUM ANALYZE tunings, records"))
+
+        def capture(_c: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+            statements.append((statement, parameters))
+
+        event.listen(engine, "before_cursor_execute", capture)
+        with session_scope(session_factory(engine)) as s:
+            assert store.count_tunings_by_status(s) == {TuningStatus.DONE: 20_000}
+            assert store.count_records_by_status(s) == {
+                RecordStatus.OK: 10_000,
+                RecordStatus.WRONG_ANSWER: 10_000,
+            }
+        event.remove(engine, "before_cursor_execute", capture)
+        counts = [(q, p) for q, p in statements if "count(" in q]
+        assert len(counts) == 2
+        with engine.connect() as connection:
+            plans = [
+                "\n".join(connection.execute(text(f"EXPLAIN {q}"), p or {}).scalars())
+                for q, p in counts
+            ]
+    finally:
+        engine.dispose()
+    for plan, index in zip(plans, ("ix_tunings_status", "ix_records_status"), strict=True):
+        assert f"Index Only Scan using {index}" in plan, plan
+        assert "Seq Scan" not in plan, plan
+
+
+# A workload with as many tunings as records, half of the records wrong answers.
+_MANY_ROWS = [
+    "INSERT INTO workloads (key, name, signature, created_at) VALUES (:workload, 'w', '{}', now())",
+    "INSERT INTO tunings (workload_key, target, symbols, symbols_key, trials_requested, "
+    "trials_done, strategy, status, created_at) SELECT :workload, 'cpu', '{}', '{}', 1, 1, "
+    "'random', 'done', now() FROM generate_series(1, :n)",
+    "INSERT INTO records (workload_key, target, symbols_key, config, config_key, features, "
+    "feature_version, status, latencies_s, machine, created_at) SELECT :workload, "
+    "'cpu:generic', '{}', '{}', i::text, '[]', 1, "
+    "CASE WHEN i % 2 = 0 THEN 'ok' ELSE 'wrong_answer' END, '[]', '{}', now() "
+    "FROM generate_series(1, :n) AS i",
+]

@@ -171,12 +171,42 @@ def test_tuning_groups_keep_existing_rows_up_and_down(database_url: str) -> None
             added = connection.execute(text("SELECT group_id, weight FROM tunings")).all()
             assert [tuple(row) for row in added] == [(None, None)]
             assert connection.execute(text("SELECT count(*) FROM records")).scalar() == 1
-        assert _schema_diff(engine, Base.metadata) == []
+        # Only what 0004 adds later is missing.
+        diff = _schema_diff(engine, Base.metadata)
+        assert [(d[0], d[1].name) for d in diff] == [("add_index", "ix_records_status")]
         command.downgrade(alembic_config(database_url), "0002")
         with engine.connect() as connection:
             assert connection.execute(text(_TUNING_0002)).all() == before
             assert "group_id" not in {c["name"] for c in inspect(connection).get_columns("tunings")}
         assert "tuning_groups" not in _tables(engine)
+    finally:
+        engine.dispose()
+
+
+def _record_indexes(engine: Engine) -> set[str]:
+    with engine.connect() as connection:
+        return {index["name"] or "" for index in inspect(connection).get_indexes("records")}
+
+
+def test_records_status_index_up_and_down(database_url: str) -> None:
+    """0004 adds `ix_records_status` (for `/metrics`) to a table with rows; undoing it drops
+    only that index."""
+    migrate(database_url, "0003")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            for statement in _ROWS_0002:
+                values = {"at": _AT, "symbols": "{}", "symbols_key": "{}"}
+                connection.execute(text(statement), values)
+        before = _record_indexes(engine)
+        assert "ix_records_status" not in before
+        migrate(database_url, "0004")
+        assert _record_indexes(engine) == before | {"ix_records_status"}
+        assert _schema_diff(engine, Base.metadata) == []
+        command.downgrade(alembic_config(database_url), "0003")
+        assert _record_indexes(engine) == before
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM records")).scalar() == 1
     finally:
         engine.dispose()
 

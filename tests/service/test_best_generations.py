@@ -1,0 +1,113 @@
+"""Cached bests and the tuner's generation counters, on a real Redis and a real database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from redis import Redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from schemas.api import RecordView
+from schemas.record import RecordStatus
+from schemas.signature import TaskSignature
+from schemas.target import Target
+from server.best import BestLookup
+from server.db import store
+from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.generations import BestGenerations
+from server.tuner import LocalExecutor, Tuner, submit
+from tests.signatures import AXPY
+
+# Far longer than the test: whatever a lookup sees fresh, the TTL did not bring.
+LONG_TTL_S = 3600.0
+
+
+@pytest.fixture
+def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
+    migrate(database_url)
+    engine = make_engine(database_url)
+    try:
+        yield session_factory(engine)
+    finally:
+        engine.dispose()
+
+
+def _add_record(s: Session, key: str, target: Target, latency_s: float, tile: str) -> int:
+    """An `ok` record stored without a tuner (so without bumping any generation)."""
+    fields: dict[str, Any] = {
+        "workload_key": key,
+        "target": target,
+        "symbols": {"N": 64},
+        "tuning_id": None,
+        "config": {"manual": tile},
+        "features": [],
+        "feature_version": 0,
+        "status": RecordStatus.OK,
+        "latency_s": latency_s,
+        "latencies_s": [latency_s],
+        "build_time_s": None,
+        "max_error": 0.0,
+        "error_log": None,
+        "machine": {},
+        "artifact_sha256": None,
+    }
+    return store.add_record(s, **fields).id
+
+
+def _best(lookup: BestLookup, key: str, target: Target) -> RecordView:
+    return anyio.run(lookup.by_key, key, target, None)
+
+
+def test_a_batch_the_tuner_stores_replaces_a_cached_best_at_once(
+    sessions: sessionmaker[Session], redis: Redis
+) -> None:
+    generations = BestGenerations(redis)
+    lookup = BestLookup(sessions, LONG_TTL_S, generations)
+    with LocalExecutor(workers=1) as executor:
+        target = executor.resolve(Target(kind="cpu"))
+        with session_scope(sessions) as s:
+            tuning_id = submit(
+                s,
+                signature=TaskSignature.model_validate(AXPY),
+                target=target,
+                symbols={},
+                trials=1,
+                strategy="random",
+            )
+            tuning = store.get_tuning(s, tuning_id)
+            assert tuning is not None
+            key = tuning.workload_key
+            slow = _add_record(s, key, target, 1000.0, "slow")
+        assert _best(lookup, key, target).id == slow  # cached from now on
+
+        summary = Tuner(sessions, executor, generations=generations).run(tuning_id)
+
+    assert summary.best is not None and summary.best.latency_s < 1000.0
+    assert _best(lookup, key, target).id == summary.best.record_id
+
+    # The cache still answers while no batch is stored: a record written behind the tuners'
+    # back is not seen until the workload's generation moves.
+    with session_scope(sessions) as s:
+        fastest = _add_record(s, key, target, 1e-12, "fastest")
+    assert _best(lookup, key, target).id == summary.best.record_id
+    generations.bump(key)
+    assert _best(lookup, key, target).id == fastest
+
+
+def test_without_redis_the_ttl_alone_bounds_a_cached_best(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The local CLI tuner has no Redis: nothing to bump, and an API without Redis keeps a
+    found best for its TTL (the documented bound)."""
+    lookup = BestLookup(sessions, LONG_TTL_S)
+    key, target = "ab" * 32, Target.parse("cpu:generic")
+    with session_scope(sessions) as s:
+        store.upsert_workload(s, key=key, name="w", signature=AXPY)
+        slow = _add_record(s, key, target, 1000.0, "slow")
+    assert _best(lookup, key, target).id == slow
+    with session_scope(sessions) as s:
+        _add_record(s, key, target, 1e-12, "fastest")
+    assert _best(lookup, key, target).id == slow
