@@ -10,8 +10,12 @@ import hashlib
 import os
 import signal
 import subprocess
+import tempfile
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from compiler.kernel import Kernel
@@ -89,3 +93,27 @@ def run_compiler(command: list[str], timeout_s: float, cwd: str) -> tuple[Record
     if proc.returncode != 0:
         return RecordStatus.COMPILE_ERROR, f"{command[0]} exited with {proc.returncode}\n{log}"
     return RecordStatus.OK, log
+
+
+def build_shared_library(
+    source: str,
+    filename: str,
+    command: Sequence[str],
+    timeout_s: float,
+    stats: dict[str, Any],
+    libraries: Sequence[str] = (),
+) -> BuildResult:
+    """Compile `source` into a shared library, the artifact: written as `filename` in a fresh
+    folder and compiled there with relative paths, so logs read `kernel.c:12:5: error: ...`.
+    `command` is the compiler and its flags; `libraries` go after the source file."""
+    with tempfile.TemporaryDirectory(prefix="tunehub-build-") as tmp:
+        Path(tmp, filename).write_text(source)
+        start = time.perf_counter()
+        status, log = run_compiler(
+            [*command, "-o", "kernel.so", filename, *libraries], timeout_s, cwd=tmp
+        )
+        elapsed = time.perf_counter() - start
+        if status is not RecordStatus.OK:
+            return BuildResult(status, elapsed, truncate(log))
+        artifact = Path(tmp, "kernel.so").read_bytes()
+    return BuildResult.success(artifact, elapsed, log, {**stats, "artifact_bytes": len(artifact)})

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import tempfile
-import time
-from pathlib import Path
-
 from compiler.kernel import Kernel
-from schemas.record import RecordStatus
 from schemas.target import Target
-from worker.build.builder import Builder, BuildResult, run_compiler, truncate
+from worker.build.builder import Builder, BuildResult, build_shared_library
 
 # x86-64-v4 is AVX-512 F/BW/CD/DQ/VL on top of v3 (AVX2, FMA, BMI); -mtune=native schedules
 # for the worker's own core, which is where the artifact is measured.
@@ -32,15 +27,7 @@ class CpuBuilder(Builder):
         if kernel.language != "c" or target.kind != "cpu" or target.isa not in ISA_FLAGS:
             raise ValueError(f"CpuBuilder builds C kernels for CPU targets, not {target}")
         flags = [*BASE_FLAGS, *ISA_FLAGS[target.isa]]
-        with tempfile.TemporaryDirectory(prefix="tunehub-build-") as tmp:
-            Path(tmp, "kernel.c").write_text(kernel.source)
-            # Relative paths, so the log reads `kernel.c:12:5: error: ...`.
-            command = [self.compiler, *flags, "-o", "kernel.so", "kernel.c", "-lm"]
-            start = time.perf_counter()
-            status, log = run_compiler(command, timeout_s, cwd=tmp)
-            elapsed = time.perf_counter() - start
-            if status is not RecordStatus.OK:
-                return BuildResult(status, elapsed, truncate(log))
-            artifact = Path(tmp, "kernel.so").read_bytes()
-        stats = {"compiler": self.compiler, "flags": flags, "artifact_bytes": len(artifact)}
-        return BuildResult.success(artifact, elapsed, log, stats)
+        stats = {"compiler": self.compiler, "flags": flags}
+        return build_shared_library(
+            kernel.source, "kernel.c", [self.compiler, *flags], timeout_s, stats, ["-lm"]
+        )

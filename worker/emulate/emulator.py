@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import ctypes
 import re
-import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from compiler.kernel import Kernel
-from schemas.record import RecordStatus
 from schemas.target import Target
-from worker.build.builder import Builder, BuildResult, run_compiler, truncate
+from worker.build.builder import Builder, BuildResult, build_shared_library
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emulate.h"
@@ -93,17 +90,14 @@ class EmulatedBuilder(Builder):
 def build_library(source: str, entries: Sequence[str], timeout_s: float) -> BuildResult:
     """Compile CUDA `source` with the emulation header; the artifact is the .so."""
     flags = [*FLAGS, "-I", str(STUBS), "-include", str(HEADER)]
-    with tempfile.TemporaryDirectory(prefix="tunehub-emulate-") as tmp:
-        Path(tmp, "kernel.cu").write_text(emulation_source(source, entries))
-        command = [COMPILER, *flags, "-x", "c++", "-o", "kernel.so", "kernel.cu"]
-        start = time.perf_counter()
-        status, log = run_compiler(command, timeout_s, cwd=tmp)
-        elapsed = time.perf_counter() - start
-        if status is not RecordStatus.OK:
-            return BuildResult(status, elapsed, truncate(log))
-        artifact = Path(tmp, "kernel.so").read_bytes()
     stats = {"compiler": COMPILER, "flags": list(FLAGS), "emulated": True}
-    return BuildResult.success(artifact, elapsed, log, stats)
+    return build_shared_library(
+        emulation_source(source, entries),
+        "kernel.cu",
+        [COMPILER, *flags, "-x", "c++"],
+        timeout_s,
+        stats,
+    )
 
 
 def pack_params(values: Sequence[Any]) -> tuple[ctypes.Array[ctypes.c_void_p], list[Any]]:
