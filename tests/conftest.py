@@ -7,8 +7,12 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +39,21 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if not server_url:
         pytest.skip(f"{POSTGRES_URL_ENV} is not set")
     yield from _private_postgres_database(server_url)
+
+
+@pytest.fixture
+def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
+    """Sessions of `database_url`, migrated to the newest revision: the database the server,
+    tuner and service tests store into."""
+    # Imported here, like the PostgreSQL setup: not every test machine has the service stack.
+    from server.db.session import make_engine, migrate, session_factory
+
+    migrate(database_url)
+    engine = make_engine(database_url)
+    try:
+        yield session_factory(engine)
+    finally:
+        engine.dispose()
 
 
 def _private_postgres_database(server_url: str) -> Iterator[str]:

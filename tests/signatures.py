@@ -1,7 +1,9 @@
-"""Task signatures shared by the compiler and worker tests, written out once so that the tests
-that load, key and run them agree on one document."""
+"""Task signatures shared by the tests, written out once so that the tests that load, key and
+run them agree on one document."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from compiler.kernel import KernelArg
 
@@ -63,3 +65,29 @@ AXPY_ARGS = (
     KernelArg("b", ("N",), "float32", "input"),
     KernelArg("out", ("N",), "float32", "output"),
 )
+
+
+def row_matmul(name: str, *, k: int, n: int, max_m: int) -> dict[str, Any]:
+    """C = A @ B in float32 over a symbolic row count M in [1, `max_m`], with A M x `k` and B
+    `k` x `n`: small enough to build and measure in well under a second, and symbolic, so the
+    tests that tune, submit and export it carry symbol values too."""
+    return {
+        "version": 1,
+        "name": name,
+        "symbols": {"M": {"min": 1, "max": max_m}},
+        "inputs": [
+            {"name": "A", "shape": ["M", k], "dtype": "float32"},
+            {"name": "B", "shape": [k, n], "dtype": "float32"},
+        ],
+        "computes": [
+            {
+                "name": "C",
+                "axes": ["i", "j"],
+                "shape": ["M", n],
+                "dtype": "float32",
+                "reduce": {"op": "sum", "axes": {"k": k}},
+                "expr": "A[i, k] * B[k, j]",
+            }
+        ],
+        "outputs": ["C"],
+    }

@@ -107,10 +107,8 @@ def submit(
         tuning: TuningView = submitted
         if watch:
             tuning = _watch(client, submitted.id, quiet=as_json)
-    if as_json:
-        click.echo(tuning.model_dump_json())
-    elif watch:
-        Console().print(tuning_table(tuning))
+    if as_json or watch:
+        _show(tuning, as_json)
 
 
 def _submit_group(
@@ -137,10 +135,8 @@ def _submit_group(
             )
         if watch:
             group = _watch_group(client, group.id, quiet=as_json)
-    if as_json:
-        click.echo(group.model_dump_json())
-    elif watch:
-        Console().print(group_table(group))
+    if as_json or watch:
+        _show(group, as_json)
 
 
 @click.command()
@@ -159,6 +155,11 @@ def status(
             view = _watch_group(client, ident, quiet=as_json) if watch else client.group(ident)
         else:
             view = _watch(client, ident, quiet=as_json) if watch else client.get(ident)
+    _show(view, as_json)
+
+
+def _show(view: TuningView | TuningGroupView, as_json: bool) -> None:
+    """A tuning or group as `submit` and `status` print it: JSON, or its table."""
     if as_json:
         click.echo(view.model_dump_json())
     elif isinstance(view, TuningGroupView):

@@ -16,30 +16,12 @@ from compiler.canonical import workload_key
 from compiler.program import load
 from server.db import store
 from server.db.session import make_engine, session_factory
+from tests.signatures import row_matmul
 
 TUNEHUB = Path(sys.executable).parent / "tunehub"  # `pip install -e .` puts it beside python
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
-SIGNATURE = {
-    "version": 1,
-    "name": "cli_matmul",
-    "symbols": {"M": {"min": 1, "max": 128}},
-    "inputs": [
-        {"name": "A", "shape": ["M", 16], "dtype": "float32"},
-        {"name": "B", "shape": [16, 8], "dtype": "float32"},
-    ],
-    "computes": [
-        {
-            "name": "C",
-            "axes": ["i", "j"],
-            "shape": ["M", 8],
-            "dtype": "float32",
-            "reduce": {"op": "sum", "axes": {"k": 16}},
-            "expr": "A[i, k] * B[k, j]",
-        }
-    ],
-    "outputs": ["C"],
-}
+SIGNATURE = row_matmul("cli_matmul", k=16, n=8, max_m=128)
 
 
 def tunehub(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -28,6 +28,7 @@ from compiler.reference import evaluate
 from compiler.space import space_for
 from schemas.record import RecordStatus
 from schemas.target import Target
+from tests.signatures import row_matmul
 from tests.worker import cuda_cases as cases
 from tests.worker.test_gpu_standin import OK, StandIn, _driver_missing
 from worker import device
@@ -38,26 +39,7 @@ from worker.measure import gpu
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SM90 = Target(kind="cuda", arch="sm_90")
-MATMUL = {
-    "version": 1,
-    "name": "matmul_rows",
-    "symbols": {"M": {"min": 1, "max": 256}},
-    "inputs": [
-        {"name": "A", "shape": ["M", 48], "dtype": "float32"},
-        {"name": "B", "shape": [48, 40], "dtype": "float32"},
-    ],
-    "computes": [
-        {
-            "name": "C",
-            "axes": ["i", "j"],
-            "shape": ["M", 40],
-            "dtype": "float32",
-            "reduce": {"op": "sum", "axes": {"k": 48}},
-            "expr": "A[i, k] * B[k, j]",
-        }
-    ],
-    "outputs": ["C"],
-}
+MATMUL = row_matmul("matmul_rows", k=48, n=40, max_m=256)
 
 
 class FakeDeviceArray:

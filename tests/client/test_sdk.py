@@ -35,27 +35,9 @@ from server.standalone import Stack, StackConfig, free_port
 from server.tuner import LocalExecutor, Tuner, submit
 from tests.e2e.kernels import run_and_check
 from tests.service.redis_server import redis_server_binary
+from tests.signatures import row_matmul
 
-SIGNATURE: dict[str, Any] = {
-    "version": 1,
-    "name": "sdk_matmul",
-    "symbols": {"M": {"min": 1, "max": 64}},
-    "inputs": [
-        {"name": "A", "shape": ["M", 16], "dtype": "float32"},
-        {"name": "B", "shape": [16, 24], "dtype": "float32"},
-    ],
-    "computes": [
-        {
-            "name": "C",
-            "axes": ["i", "j"],
-            "shape": ["M", 24],
-            "dtype": "float32",
-            "reduce": {"op": "sum", "axes": {"k": 16}},
-            "expr": "A[i, k] * B[k, j]",
-        }
-    ],
-    "outputs": ["C"],
-}
+SIGNATURE: dict[str, Any] = row_matmul("sdk_matmul", k=16, n=24, max_m=64)
 KEY = workload_key(load(SIGNATURE))
 TRIALS = 4
 SYMBOLS = {"M": 8}

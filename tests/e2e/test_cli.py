@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from schemas.record import TuningStatus
 from server.standalone import free_port
+from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service, example
 from tests.e2e.kernels import run_and_check
 
 
 def tunehub(service: Service | None, *args: str) -> subprocess.CompletedProcess[str]:
     server = ["--server", service.url] if service else []
-    return subprocess.run(
-        [sys.executable, "-c", "from client.cli import main; main()", *args, *server],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    return run_tunehub(*args, *server, timeout=240)
 
 
 def test_submit_watch_best_and_download_through_the_cli(service: Service, tmp_path: Path) -> None:

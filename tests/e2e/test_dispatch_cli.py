@@ -5,8 +5,6 @@ export its dispatch table and kernels (`kernel --dispatch` from the local databa
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +13,12 @@ import numpy as np
 from client import load_kernel
 from client.dispatch import DispatchKernel, served_ranges
 from schemas.dispatch import DispatchTable
+from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service
+from tests.signatures import row_matmul
 from worker import device
 
-SIGNATURE: dict[str, Any] = {
-    "version": 1,
-    "name": "dispatch_matmul",
-    "symbols": {"M": {"min": 1, "max": 128}},
-    "inputs": [
-        {"name": "A", "shape": ["M", 16], "dtype": "float32"},
-        {"name": "B", "shape": [16, 8], "dtype": "float32"},
-    ],
-    "computes": [
-        {
-            "name": "C",
-            "axes": ["i", "j"],
-            "shape": ["M", 8],
-            "dtype": "float32",
-            "reduce": {"op": "sum", "axes": {"k": 16}},
-            "expr": "A[i, k] * B[k, j]",
-        }
-    ],
-    "outputs": ["C"],
-}
+SIGNATURE: dict[str, Any] = row_matmul("dispatch_matmul", k=16, n=8, max_m=128)
 TUNED = (1, 16)
 # Which tuned value serves each M: the nearest on a log scale, a tie to the larger (M=4).
 SERVED_BY = {1: 1, 3: 1, 4: 16, 5: 16, 16: 16, 100: 16, 128: 16}
@@ -46,15 +27,6 @@ SERVED_BY = {1: 1, 3: 1, 4: 16, 5: 16, 16: 16, 100: 16, 128: 16}
 LOCAL_TRIALS = len(TUNED) * max(8, 2 * device.cpu_cores())
 # The service's tuner batches 8 with the fixture's two workers.
 SERVICE_TRIALS = len(TUNED) * 8
-
-
-def tunehub(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from client.cli import main; main()", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def check_dispatch(out: Path) -> None:
@@ -79,8 +51,8 @@ def test_tune_values_locally_export_the_dispatch_and_call_it(tmp_path: Path) -> 
     sig.write_text(json.dumps(SIGNATURE))
     db = f"sqlite:///{tmp_path / 'tunehub.db'}"
     symbol = "M=" + ",".join(map(str, TUNED))
-    done = tunehub("tune", sig, "--symbol", symbol, "--trials", LOCAL_TRIALS, "--target", "cpu",
-                   "--json", "--db", db)  # fmt: skip
+    done = run_tunehub("tune", sig, "--symbol", symbol, "--trials", LOCAL_TRIALS, "--target", "cpu",
+                       "--json", "--db", db)  # fmt: skip
     assert done.returncode == 0, done.stderr
     tasks = json.loads(done.stdout)["tasks"]
     assert [task["symbols"] for task in tasks] == [{"M": m} for m in TUNED]
@@ -88,7 +60,7 @@ def test_tune_values_locally_export_the_dispatch_and_call_it(tmp_path: Path) -> 
     key = tasks[0]["workload_key"]
 
     out = tmp_path / "dispatch"
-    done = tunehub("kernel", key, "--target", "cpu", "--dispatch", "-o", out, "--db", db)
+    done = run_tunehub("kernel", key, "--target", "cpu", "--dispatch", "-o", out, "--db", db)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"wrote {out}/ (dispatch.json")
     assert "M=1..3" in done.stdout and "M=4..128" in done.stdout
@@ -102,8 +74,8 @@ def test_submit_values_to_the_service_and_download_the_dispatch(
     sig.write_text(json.dumps({**SIGNATURE, "name": "dispatch_matmul_remote"}))
     server = ("--server", service.url)
     symbol = "M=" + ",".join(map(str, TUNED))
-    done = tunehub("submit", sig, "--symbol", symbol, "--trials", SERVICE_TRIALS, "--wait",
-                   "--json", *server)  # fmt: skip
+    done = run_tunehub("submit", sig, "--symbol", symbol, "--trials", SERVICE_TRIALS, "--wait",
+                       "--json", *server)  # fmt: skip
     assert done.returncode == 0, done.stderr
     group = json.loads(done.stdout)
     assert group["status"] == "done", group
@@ -111,10 +83,10 @@ def test_submit_values_to_the_service_and_download_the_dispatch(
     key = group["tunings"][0]["workload_key"]
 
     out = tmp_path / "dispatch"
-    done = tunehub("download", key, "--dispatch", "-o", out, *server)
+    done = run_tunehub("download", key, "--dispatch", "-o", out, *server)
     assert done.returncode == 0, done.stderr
     assert "M=4..128" in done.stdout
     check_dispatch(out)
 
-    missing = tunehub("download", "0" * 64, "--dispatch", "-o", tmp_path / "none", *server)
+    missing = run_tunehub("download", "0" * 64, "--dispatch", "-o", tmp_path / "none", *server)
     assert missing.returncode == 2 and missing.stderr.startswith("error: GET /v1/workloads/")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from client.sdk import ApiError, Client, NotFoundError, TuningTimeout
 from schemas.api import GroupTask
 from schemas.record import TuningStatus
 from schemas.signature import TaskSignature
+from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service
 
 # Two tasks, a batch each (the service's tuner batches 8 with the fixture's two workers).
@@ -44,13 +44,7 @@ def task(name: str, scale: float) -> TaskSignature:
 
 
 def tunehub(service: Service, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from client.cli import main; main()", *args, "--server",
-         service.url],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )  # fmt: skip
+    return run_tunehub(*args, "--server", service.url, timeout=TIMEOUT_S)
 
 
 def test_a_group_shares_its_budget_and_is_followed_like_a_tuning(client: Client) -> None:

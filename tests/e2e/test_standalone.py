@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,15 +13,12 @@ import httpx
 import pytest
 
 from client.sdk import Client
+from tests.cli_process import tunehub_argv
 from tests.e2e.conftest import example
 from tests.service.redis_server import redis_server_binary
 
 TIMEOUT_S = 240
 pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server on PATH")
-
-
-def tunehub(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from client.cli import main; main()", *args]
 
 
 def processes_of(home: Path) -> list[int]:
@@ -56,7 +52,7 @@ def test_standalone_serves_until_ctrl_c_and_leaves_nothing_running(home: Path) -
     env = {**os.environ, "TUNEHUB_HOME": str(home)}
     env.pop("TUNEHUB_DATABASE_URL", None)
     proc = subprocess.Popen(
-        tunehub("standalone", "--port", "0"),
+        tunehub_argv("standalone", "--port", "0"),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -84,7 +80,7 @@ def test_standalone_serves_until_ctrl_c_and_leaves_nothing_running(home: Path) -
 def test_demo_tunes_downloads_and_checks_the_kernel(home: Path) -> None:
     env = {**os.environ, "TUNEHUB_HOME": str(home)}
     done = subprocess.run(
-        tunehub("demo", "--trials", "6"),
+        tunehub_argv("demo", "--trials", "6"),
         env=env,
         capture_output=True,
         text=True,
@@ -100,7 +96,7 @@ def test_demo_tunes_downloads_and_checks_the_kernel(home: Path) -> None:
 
 def test_demo_refuses_a_missing_signature(tmp_path: Path) -> None:
     done = subprocess.run(
-        tunehub("demo", str(tmp_path / "nothing.json")), capture_output=True, text=True
+        tunehub_argv("demo", str(tmp_path / "nothing.json")), capture_output=True, text=True
     )
     assert done.returncode == 2
     assert done.stderr.startswith("error: no signature at")

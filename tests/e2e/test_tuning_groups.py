@@ -14,31 +14,13 @@ from schemas.api import TuningGroupView
 from schemas.dispatch import DispatchTable
 from schemas.record import RecordStatus, TuningStatus
 from tests.e2e.conftest import Service
+from tests.signatures import row_matmul
 
 TRIALS = 24  # three batches of eight: one warm-up batch per task, then one more
 TIMEOUT_S = 240
 
 # Small enough to build and measure in well under a second, symbolic in its rows.
-MATMUL: dict[str, Any] = {
-    "version": 1,
-    "name": "group_matmul",
-    "symbols": {"M": {"min": 1, "max": 256}},
-    "inputs": [
-        {"name": "A", "shape": ["M", 32], "dtype": "float32"},
-        {"name": "B", "shape": [32, 16], "dtype": "float32"},
-    ],
-    "computes": [
-        {
-            "name": "C",
-            "axes": ["i", "j"],
-            "shape": ["M", 16],
-            "dtype": "float32",
-            "reduce": {"op": "sum", "axes": {"k": 32}},
-            "expr": "A[i, k] * B[k, j]",
-        }
-    ],
-    "outputs": ["C"],
-}
+MATMUL: dict[str, Any] = row_matmul("group_matmul", k=32, n=16, max_m=256)
 
 
 def run_group(http: httpx.Client, weights: dict[int, float]) -> TuningGroupView:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -154,16 +155,26 @@ _TUNING_0002 = (
 )
 
 
+def _insert_rows_0002(engine: Engine, symbols: dict[str, int]) -> None:
+    """Store `_ROWS_0002` with these symbol values, keyed as the store keys them."""
+    values = {
+        "at": _AT,
+        "symbols": json.dumps(symbols),
+        "symbols_key": store.canonical_json(symbols),
+    }
+    with engine.begin() as connection:
+        for statement in _ROWS_0002:
+            connection.execute(text(statement), values)
+
+
 def test_tuning_groups_keep_existing_rows_up_and_down(database_url: str) -> None:
     """0003 adds `tuning_groups` and a nullable `tunings.group_id`/`weight`: rows stored
     before it keep every value (and get NULLs), and undoing it keeps them too."""
     migrate(database_url, "0002")
     engine = make_engine(database_url)
     try:
-        with engine.begin() as connection:
-            for statement in _ROWS_0002:
-                values = {"at": _AT, "symbols": '{"M": 8}', "symbols_key": '{"M":8}'}
-                connection.execute(text(statement), values)
+        _insert_rows_0002(engine, {"M": 8})
+        with engine.connect() as connection:
             before = connection.execute(text(_TUNING_0002)).all()
         migrate(database_url, "0003")
         with engine.connect() as connection:
@@ -194,10 +205,7 @@ def test_records_status_index_up_and_down(database_url: str) -> None:
     migrate(database_url, "0003")
     engine = make_engine(database_url)
     try:
-        with engine.begin() as connection:
-            for statement in _ROWS_0002:
-                values = {"at": _AT, "symbols": "{}", "symbols_key": "{}"}
-                connection.execute(text(statement), values)
+        _insert_rows_0002(engine, {})
         before = _record_indexes(engine)
         assert "ix_records_status" not in before
         migrate(database_url, "0004")

@@ -18,33 +18,13 @@ from schemas.record import RecordStatus, TuningStatus
 from schemas.signature import TaskSignature
 from schemas.target import Target
 from server.db import store
-from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.db.session import session_scope
 from server.tuner import LocalExecutor, Progress, Tuner, resolve_symbols, submit
 from server.tuner.tuner import Featurizer
+from tests.signatures import row_matmul
 
 # A small symbolic matmul: cheap to build and measure, and it exercises symbol defaults.
-SIGNATURE = TaskSignature.model_validate(
-    {
-        "version": 1,
-        "name": "tiny_matmul",
-        "symbols": {"M": {"min": 1, "max": 256}},
-        "inputs": [
-            {"name": "A", "shape": ["M", 32], "dtype": "float32"},
-            {"name": "B", "shape": [32, 24], "dtype": "float32"},
-        ],
-        "computes": [
-            {
-                "name": "C",
-                "axes": ["i", "j"],
-                "shape": ["M", 24],
-                "dtype": "float32",
-                "reduce": {"op": "sum", "axes": {"k": 32}},
-                "expr": "A[i, k] * B[k, j]",
-            }
-        ],
-        "outputs": ["C"],
-    }
-)
+SIGNATURE = TaskSignature.model_validate(row_matmul("tiny_matmul", k=32, n=24, max_m=256))
 
 
 @pytest.fixture(scope="module")
@@ -52,16 +32,6 @@ def executor() -> Iterator[LocalExecutor]:
     """One process pool for the module: starting one costs about a second."""
     with LocalExecutor() as executor:
         yield executor
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    migrate(database_url)
-    engine = make_engine(database_url)
-    try:
-        yield session_factory(engine)
-    finally:
-        engine.dispose()
 
 
 def _submit(

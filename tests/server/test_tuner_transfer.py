@@ -7,7 +7,7 @@ from a formula), so these tests exercise the search and the database, not gcc.""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ from schemas.record import RecordStatus
 from schemas.signature import TaskSignature
 from schemas.target import Target
 from server.db import store
-from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.db.session import session_scope
 from server.tuner import Executor, Tuner, submit
 from server.tuner import tuner as tuner_module
 from worker.jobs import CandidateRequest, CandidateResult
@@ -89,16 +89,6 @@ class SyntheticExecutor(Executor):
                 )
             )
         return results
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    migrate(database_url)
-    engine = make_engine(database_url)
-    try:
-        yield session_factory(engine)
-    finally:
-        engine.dispose()
 
 
 def tune(

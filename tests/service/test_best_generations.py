@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
-import pytest
 from redis import Redis
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -16,23 +14,13 @@ from schemas.signature import TaskSignature
 from schemas.target import Target
 from server.best import BestLookup
 from server.db import store
-from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.db.session import session_scope
 from server.generations import BestGenerations
 from server.tuner import LocalExecutor, Tuner, submit
 from tests.signatures import AXPY
 
 # Far longer than the test: whatever a lookup sees fresh, the TTL did not bring.
 LONG_TTL_S = 3600.0
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    migrate(database_url)
-    engine = make_engine(database_url)
-    try:
-        yield session_factory(engine)
-    finally:
-        engine.dispose()
 
 
 def _add_record(s: Session, key: str, target: Target, latency_s: float, tile: str) -> int:

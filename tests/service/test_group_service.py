@@ -15,20 +15,12 @@ from schemas.record import TuningStatus
 from schemas.target import Target
 from server.db import store
 from server.db.models import Tuning
-from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.db.session import session_scope
 from server.settings import Settings, get_settings
 from server.tuner import submit
 from server.tuner.service import enqueue_group, fail_job, run_group, tuner_job_id
 from tests.service.test_tuner_service import SIGNATURE
 from worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    migrate(database_url)
-    engine = make_engine(database_url)
-    yield session_factory(engine)
-    engine.dispose()
 
 
 @pytest.fixture

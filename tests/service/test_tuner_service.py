@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,36 +16,16 @@ from schemas.record import RecordStatus, TuningStatus
 from schemas.signature import TaskSignature
 from schemas.target import Target
 from server.db import store
-from server.db.session import make_engine, migrate, session_factory, session_scope
+from server.db.session import session_scope
 from server.settings import Settings
 from server.tuner import submit
 from server.tuner.service import enqueue_tuning, run_tuning
 from tests.service.workers import ROOT, Fleet
+from tests.signatures import row_matmul
 from worker import device
 from worker.queues import TUNER_QUEUE, tuning_job_id
 
-SIGNATURE = TaskSignature.model_validate(
-    {
-        "version": 1,
-        "name": "service_matmul",
-        "symbols": {"M": {"min": 1, "max": 64}},
-        "inputs": [
-            {"name": "A", "shape": ["M", 16], "dtype": "float32"},
-            {"name": "B", "shape": [16, 24], "dtype": "float32"},
-        ],
-        "computes": [
-            {
-                "name": "C",
-                "axes": ["i", "j"],
-                "shape": ["M", 24],
-                "dtype": "float32",
-                "reduce": {"op": "sum", "axes": {"k": 16}},
-                "expr": "A[i, k] * B[k, j]",
-            }
-        ],
-        "outputs": ["C"],
-    }
-)
+SIGNATURE = TaskSignature.model_validate(row_matmul("service_matmul", k=16, n=24, max_m=64))
 TARGET = Target(kind="cpu", isa=device.cpu_isa())
 
 
@@ -55,14 +34,6 @@ def workers(module_redis_url: str, module_fleet: Fleet) -> str:
     """Two worker daemons; the Redis URL they listen on."""
     module_fleet.start(module_redis_url, 2)
     return module_redis_url
-
-
-@pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    migrate(database_url)
-    engine = make_engine(database_url)
-    yield session_factory(engine)
-    engine.dispose()
 
 
 def queue_tuning(
