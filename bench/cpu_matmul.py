@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit  # noqa: E402
+from bench.tuning import scratch_database, tune  # noqa: E402
 from schemas import TaskSignature  # noqa: E402
 from schemas.api import DEFAULT_STRATEGY  # noqa: E402
 from schemas.target import Target  # noqa: E402
-from server.db.session import make_engine, migrate, session_factory, session_scope  # noqa: E402
-from server.tuner import LocalExecutor, Tuner, submit  # noqa: E402
+from server.tuner import LocalExecutor  # noqa: E402
 
 DEFAULT_THREADS = {128: 1, 512: 1, 1024: 2}
 
@@ -95,29 +94,27 @@ class Row:
         return 2 * self.n**3 / seconds / 1e9
 
 
-def tune(n: int, trials: int, threads: int, seed: int, strategy: str) -> tuple[float, float, float]:
+def tune_matmul(
+    n: int, trials: int, threads: int, seed: int, strategy: str
+) -> tuple[float, float, float]:
     """(naive latency, tuned latency, tuning wall time) of a fresh tuning of matmul n^3."""
     signature = TaskSignature.model_validate_json(
         (ROOT / "examples" / f"matmul_{n}.json").read_text()
     )
     with tempfile.TemporaryDirectory(prefix="tunehub-bench-") as tmp:
-        url = f"sqlite:///{tmp}/bench.db"
-        migrate(url)
-        sessions = session_factory(make_engine(url))
+        sessions = scratch_database(Path(tmp))
         with LocalExecutor() as executor:
             target = executor.resolve(Target(kind="cpu"))
-            with session_scope(sessions) as s:
-                tuning_id = submit(
-                    s,
-                    signature=signature,
-                    target=target,
-                    symbols={},
-                    trials=trials,
-                    strategy=strategy,
-                )
-            start = time.perf_counter()
-            summary = Tuner(sessions, executor, threads=threads, seed=seed).run(tuning_id)
-            wall = time.perf_counter() - start
+            summary, wall = tune(
+                sessions,
+                executor,
+                signature,
+                target,
+                trials=trials,
+                strategy=strategy,
+                threads=threads,
+                seed=seed,
+            )
     if summary.best is None or summary.baseline_latency_s is None:
         raise SystemExit(f"matmul {n}: tuning found no verified kernel ({summary.failures})")
     return summary.baseline_latency_s, summary.best.latency_s, wall
@@ -205,7 +202,7 @@ def main() -> None:
     rows = []
     for n in args.sizes:
         threads = args.threads or DEFAULT_THREADS.get(n, 1)
-        naive, tuned, wall = tune(n, args.trials, threads, args.seed, args.strategy)
+        naive, tuned, wall = tune_matmul(n, args.trials, threads, args.seed, args.strategy)
         numpy_s, blas = time_numpy(n, threads)
         tvm = tune_tvm(args.tvm_python, n, args.trials) if args.tvm_python else None
         rows.append(Row(n, threads, args.trials, naive, tuned, numpy_s, wall, blas, tvm))

@@ -52,7 +52,6 @@ import math
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -124,34 +123,23 @@ class Result:
 
 def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> dict[str, Tuned]:
     """Tune every workload on this machine's GPU; export each best kernel under `tmp`."""
+    from bench.tuning import scratch_database, tune
     from client.kernel import save_kernel
     from schemas import TaskSignature
-    from schemas.api import DEFAULT_STRATEGY
     from schemas.target import Target
     from server.db import store
-    from server.db.session import make_engine, migrate, session_factory, session_scope
-    from server.tuner import LocalExecutor, Tuner, submit
+    from server.db.session import session_scope
+    from server.tuner import LocalExecutor
 
-    url = f"sqlite:///{tmp}/bench.db"
-    migrate(url)
-    sessions = session_factory(make_engine(url))
+    sessions = scratch_database(tmp)
     tuned = {}
     with LocalExecutor() as executor:
         target = executor.resolve(Target(kind="cuda"))
         for w in workloads:
             signature = TaskSignature.model_validate_json(w.signature.read_text())
-            with session_scope(sessions) as s:
-                tuning_id = submit(
-                    s,
-                    signature=signature,
-                    target=target,
-                    symbols=w.symbols,
-                    trials=trials,
-                    strategy=DEFAULT_STRATEGY,
-                )
-            start = time.perf_counter()
-            summary = Tuner(sessions, executor, seed=seed).run(tuning_id)
-            wall = time.perf_counter() - start
+            summary, wall = tune(
+                sessions, executor, signature, target, trials=trials, symbols=w.symbols, seed=seed
+            )
             kernel_dir = None
             if summary.best is not None and summary.best.artifact_sha256 is not None:
                 with session_scope(sessions) as s:
