@@ -25,8 +25,13 @@ from compiler.reference import evaluate
 from compiler.space.space import Config
 from compiler.verify import compare
 from schemas.target import Target
+from worker.build.cpu import BASE_FLAGS, ISA_FLAGS
+from worker.device import cpu_isa
 
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-Wall", "-Werror"]
+# The worker's own flags for this machine's ISA, not -march=native: on one development VM gcc
+# read AVX512-FP16 as present (absent from /proc/cpuinfo), and float16 kernels built with it
+# returned wrong values (inf * 0.5 gave 32768).
+FLAGS = [*BASE_FLAGS, *ISA_FLAGS[cpu_isa()], "-Wall", "-Werror"]
 _DIR = Path(tempfile.mkdtemp(prefix="tunehub-cbuild-"))
 _LIBS: dict[str, ctypes.CDLL] = {}
 
