@@ -35,9 +35,9 @@ on every thread of the block, so a local declared there is one per thread (a reg
 that lives across phases). `Decl(..., shared=True)` is an array in shared memory, one per
 block; unlike other locals it may hold float16/bfloat16 (storage: a `Store` rounds to it, a
 `Load` reads float32). `Barrier` waits for every thread of the block (`warp=True`: of the
-warp) and makes their memory writes visible; `Wmma` statements drive the tensor cores, and
-`AsyncCopy` statements (sm_80+ `cp.async`) copy global memory into shared memory while the
-thread goes on.
+warp) and makes their memory writes visible; `Wmma` statements drive the tensor cores and
+`Wgmma` statements Hopper's warpgroup tensor cores; `AsyncCopy` statements (sm_80+ `cp.async`)
+copy global memory into shared memory while the thread goes on.
 A GPU function's workspaces are global buffers its caller allocates (see `compiler.kernel`).
 
 Names: tensor and symbol names come from the signature and are mangled by the renderer;
@@ -251,6 +251,63 @@ class AsyncCopy:
             raise ValueError("an async copy needs a source and a size of 4, 8 or 16 bytes")
 
 
+WGMMA_OPS = ("mma", "fence", "commit", "wait", "proxy_fence")
+CORE_ROW_BYTES = 16  # a core matrix: 8 rows of 16 contiguous bytes, 128 bytes in all
+
+
+@dataclass(frozen=True, slots=True)
+class SharedMatrix:
+    """A factor of a warpgroup MMA in shared memory, as its matrix descriptor describes it
+    (no swizzling): 8 x 8 core matrices of 16-bit elements, each 8 rows of 16 contiguous
+    bytes. `k_major`: a core row runs along k (else along M or N). `lbo`/`sbo` are the byte
+    distances between neighbouring core matrices along k and along M or N. The matrix starts
+    at element `offset` of the shared array `buffer` (16-byte aligned)."""
+
+    buffer: str
+    offset: Expr
+    k_major: bool
+    lbo: int
+    sbo: int
+
+
+@dataclass(frozen=True, slots=True)
+class Wgmma:
+    """GPU, sm_90 (Hopper's `wgmma`), collective over a warpgroup: four consecutive warps,
+    the first a multiple of 4, all executing it alike. `op`:
+
+    * `mma`: issues `acc[acc_offset : acc_offset + n / 2] += a x b` (a 64 x 16 by 16 x `n`
+      product of `dtype`, float16 or bfloat16, into the float32 local array `acc`; each
+      thread holds the elements of the accumulator layout `compiler.schedule.gpu.wgmma`
+      describes), which runs in the background until a `wait`;
+    * `fence`: before the first `mma` after the thread touched its accumulators;
+    * `commit`: the `mma`s issued since the last commit form one group;
+    * `wait`: until at most `pending` groups are in flight (then the accumulators and the
+      shared tiles they read are free);
+    * `proxy_fence`: makes this thread's writes to shared memory (stores and `cp.async`)
+      visible to the tensor cores, which read through another path; before the barrier
+      that precedes the `mma`s reading them.
+
+    `fence` and `wait` name the accumulators (`acc`, all `acc_size` of them): the compiler
+    must not move their reads and writes across either, as they change under it meanwhile.
+    """
+
+    op: str
+    acc: str = ""
+    acc_offset: int = 0
+    n: int = 0
+    dtype: str = ""
+    a: SharedMatrix | None = None
+    b: SharedMatrix | None = None
+    pending: int = 0
+    acc_size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.op not in WGMMA_OPS:
+            raise ValueError(f"unknown wgmma operation {self.op!r}")
+        if self.op == "mma" and (self.a is None or self.b is None or self.n % 8 or self.n > 256):
+            raise ValueError("a wgmma needs both factors in shared memory and n in 8..256")
+
+
 @dataclass(frozen=True, slots=True)
 class Prefetch:
     """A hint to bring `buffer[indices]` into cache (never faults, even past the end): the
@@ -260,7 +317,7 @@ class Prefetch:
     indices: tuple[Expr, ...]
 
 
-Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier | Wmma | AsyncCopy
+Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier | Wmma | AsyncCopy | Wgmma
 
 
 # ----------------------------------------------------------------------------- functions
@@ -482,6 +539,8 @@ def exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.offset,)
     if isinstance(stmt, AsyncCopy) and stmt.src is not None:
         return (stmt.offset, stmt.src, *(() if stmt.valid is None else (stmt.valid,)))
+    if isinstance(stmt, Wgmma) and stmt.a is not None and stmt.b is not None:
+        return (stmt.a.offset, stmt.b.offset)
     return ()
 
 
@@ -489,6 +548,9 @@ def buffers_used(stmt: Stmt) -> set[str]:
     """Names of the buffers and local arrays the tree reads or writes."""
     used = {s.buffer for s in stmts(stmt) if isinstance(s, Store | Prefetch)}
     used.update(s.buffer for s in stmts(stmt) if isinstance(s, Wmma | AsyncCopy) and s.buffer)
+    for s in stmts(stmt):
+        if isinstance(s, Wgmma) and s.a is not None and s.b is not None:
+            used.update((s.acc, s.a.buffer, s.b.buffer))
     used.update(ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e))
     return used
 
@@ -520,6 +582,11 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
         assert isinstance(src, Load), "an async copy's source stays a load"
         valid = None if stmt.valid is None else fn(stmt.valid)
         return replace(stmt, offset=fn(stmt.offset), src=src, valid=valid)
+    if isinstance(stmt, Wgmma):
+        if stmt.a is None or stmt.b is None:
+            return stmt
+        a, b = replace(stmt.a, offset=fn(stmt.a.offset)), replace(stmt.b, offset=fn(stmt.b.offset))
+        return replace(stmt, a=a, b=b)
     if stmt.init is not None:
         return replace(stmt, init=fn(stmt.init))
     return stmt
@@ -654,6 +721,16 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> str:
         valid = "" if stmt.valid is None else f" valid={format_expr(stmt.valid)}"
         head = f"{pad}async copy {stmt.size} {stmt.buffer}[{format_expr(stmt.offset)}]"
         return f"{head} = {format_expr(stmt.src)}{valid}"
+    if isinstance(stmt, Wgmma):
+        if stmt.a is None or stmt.b is None:
+            return f"{pad}wgmma {stmt.op}" + (f" {stmt.pending}" if stmt.op == "wait" else "")
+        factors = [
+            f"{m.buffer}[{format_expr(m.offset)}] {'k' if m.k_major else 'mn'}-major "
+            f"lbo={m.lbo} sbo={m.sbo}"
+            for m in (stmt.a, stmt.b)
+        ]
+        head = f"{pad}wgmma {stmt.acc}[{stmt.acc_offset}:] += 64x16x{stmt.n} {stmt.dtype}"
+        return f"{head} {factors[0]} x {factors[1]}"
     if isinstance(stmt, Wmma):
         if stmt.op == "fragment":
             layout = f" {stmt.layout}" if stmt.layout else ""

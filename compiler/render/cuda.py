@@ -31,6 +31,8 @@ from compiler.loop import (
     Decl,
     For,
     Function,
+    SharedMatrix,
+    Wgmma,
     Wmma,
     as_expr,
     const_value,
@@ -64,6 +66,12 @@ _LANES = "xyzw"
 _FULL_MASK = "0xffffffffu"
 _SHUFFLES = {"shfl_xor": "__shfl_xor_sync", "shfl_down": "__shfl_down_sync"}
 _DYNAMIC = "tunehub_shared"
+_WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+_WGMMA_SYNC = {
+    "fence": "wgmma.fence.sync.aligned",
+    "commit": "wgmma.commit_group.sync.aligned",
+    "proxy_fence": "fence.proxy.async.shared::cta",
+}
 
 
 class CUDARenderer(CStyleRenderer):
@@ -87,6 +95,7 @@ class CUDARenderer(CStyleRenderer):
         }
         tensor_cores = [s for s in stmts(fn.body) if isinstance(s, Wmma)]
         used |= {s.dtype for s in tensor_cores if s.op == "fragment"}
+        used |= {s.dtype for s in stmts(fn.body) if isinstance(s, Wgmma) and s.op == "mma"}
         used |= {s.dtype for s in stmts(fn.body) if isinstance(s, Decl) and s.shared}
         lines = ["#include <math.h>", "#include <stdint.h>"]
         halves = [f"#include <{h}>" for d, h in _HEADERS.items() if d in used]
@@ -198,6 +207,83 @@ class CUDARenderer(CStyleRenderer):
         bytes_ = str(size) if stmt.valid is None else f"(int)({self.expr(stmt.valid)})"
         dst = f"{stmt.buffer} + {self.expr(stmt.offset)}"
         return [f"{pad}{helper}({dst}, {self.name(buf.name)} + {index}, {bytes_});"]
+
+    def _stmt_Wgmma(self, stmt: Wgmma, depth: int) -> list[str]:
+        pad = self.indent * depth
+        if stmt.op == "mma":
+            assert stmt.a is not None and stmt.b is not None
+            a, b = self._descriptor(stmt.a), self._descriptor(stmt.b)
+            mma = self._wgmma_helper(stmt)
+            return [f"{pad}{mma}({stmt.acc} + {stmt.acc_offset}, {a}, {b});"]
+        lines = []
+        if stmt.op == "wait":
+            ptx = f'"wgmma.wait_group.sync.aligned {stmt.pending};\\n" ::: "memory"'
+            fallback = f"  ::cuda_emu::wgmma_wait({stmt.pending});"
+            helper = self._ptx_helper(f"wgmma_wait{stmt.pending}", "", ptx, fallback)
+        else:
+            ptx = f'"{_WGMMA_SYNC[stmt.op]};\\n" ::: "memory"'
+            fallback = "  ::cuda_emu::wgmma_commit();" if stmt.op == "commit" else ""
+            helper = self._ptx_helper(f"wgmma_{stmt.op}", "", ptx, fallback)
+        lines.append(f"{pad}{helper}();")
+        if stmt.op in ("fence", "wait") and stmt.acc_size:
+            lines.insert(
+                len(lines) if stmt.op == "wait" else 0,
+                f"{pad}{self._hold_helper(stmt.acc_size)}({stmt.acc});",
+            )
+        return lines
+
+    def _descriptor(self, matrix: SharedMatrix) -> str:
+        """A call building the 64-bit matrix descriptor of `matrix` (no swizzling, base
+        offset 0): its shared-window address, `lbo` and `sbo`, each in 16-byte units."""
+        body = (
+            "#ifdef TUNEHUB_EMULATE\n"
+            "  uint64_t address = ::cuda_emu::shared_offset(p);\n"
+            "#else\n"
+            "  uint64_t address = (uint64_t)__cvta_generic_to_shared(p);\n"
+            "#endif\n"
+            "  return ((address & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |\n"
+            "         ((uint64_t)(sbo >> 4) << 32);"
+        )
+        helper = self._helper(
+            "wgmma_descriptor", "uint64_t", "const void* p, unsigned lbo, unsigned sbo", body
+        )
+        at = f"{matrix.buffer} + {self.expr(matrix.offset)}"
+        return f"{helper}({at}, {matrix.lbo}u, {matrix.sbo}u)"
+
+    def _wgmma_helper(self, stmt: Wgmma) -> str:
+        """`wgmma.mma_async` of shape m64n`n`k16 with both factors in shared memory: the
+        accumulators are its `n / 2` float registers per thread, named one by one."""
+        assert stmt.a is not None and stmt.b is not None
+        ty = _WGMMA_TYPES[stmt.dtype]
+        trans = (int(not stmt.a.k_major), int(not stmt.b.k_major))
+        name = f"wgmma_m64n{stmt.n}k16_{ty}_{trans[0]}{trans[1]}"
+        count = stmt.n // 2
+        registers = ", ".join(f"%{i}" for i in range(count))
+        outputs = ", ".join(f'"+f"(d[{i}])' for i in range(count))
+        instruction = (
+            f"wgmma.mma_async.sync.aligned.m64n{stmt.n}k16.f32.{ty}.{ty} "
+            f"{{{registers}}}, %{count}, %{count + 1}, p, 1, 1, {trans[0]}, {trans[1]};"
+        )
+        ptx = (
+            f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{count + 2}, 0;\\n{instruction}\\n}}\\n"\n'
+            f"      : {outputs}\n"
+            '      : "l"(a), "l"(b), "n"(1)'
+        )
+        element = self.storage_types[stmt.dtype]
+        fallback = f"  ::cuda_emu::wgmma<{element}>(d, {stmt.n}, a, b, {trans[0]}, {trans[1]});"
+        params = "float* d, uint64_t a, uint64_t b"
+        return self._ptx_helper(name, params, ptx, fallback)
+
+    def _hold_helper(self, count: int) -> str:
+        """Pins `count` accumulators in place: an empty asm that reads and writes each, so
+        the compiler keeps their uses on the right side of a wgmma fence or wait."""
+        body = (
+            "#ifndef TUNEHUB_EMULATE\n"
+            "#pragma unroll\n"
+            f'  for (int i = 0; i < {count}; i++) asm volatile("" : "+f"(d[i])::"memory");\n'
+            "#endif"
+        )
+        return self._helper(f"wgmma_hold{count}", "void", "float* d", body)
 
     def _ptx_helper(self, name: str, params: str, ptx: str, fallback: str = "") -> str:
         """A device helper running inline PTX `ptx` (the operands of `asm volatile`) on the

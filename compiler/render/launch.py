@@ -23,6 +23,7 @@ from compiler.loop import (
     Function,
     Seq,
     Stmt,
+    Wgmma,
     as_expr,
     child_stmts,
     const,
@@ -50,6 +51,7 @@ class Launch:
     block: tuple[int, int, int]
     shared_bytes: int
     shared_offsets: dict[str, int] = field(default_factory=dict)
+    warpgroups: bool = False  # issues wgmma (see `dynamic`)
 
     @property
     def threads(self) -> int:
@@ -57,7 +59,10 @@ class Launch:
 
     @property
     def dynamic(self) -> bool:
-        return self.shared_bytes > STATIC_SHARED_BYTES
+        """Whether the shared arrays live in dynamic shared memory: past the static limit,
+        and always for wgmma kernels, whose matrix descriptors hold shared-window addresses
+        that the CPU emulator maps back only from the launch's dynamic buffer."""
+        return self.warpgroups or self.shared_bytes > STATIC_SHARED_BYTES
 
 
 def launches(fn: Function) -> list[Launch]:
@@ -72,7 +77,8 @@ def launches(fn: Function) -> list[Launch]:
         block = _block(body)
         _check_barriers(body, block, False)
         offsets, total = _shared(body)
-        found.append(Launch(f"{fn.name}_{n}", stmt, grid, block, total, offsets))
+        warpgroups = any(isinstance(s, Wgmma) for s in stmts(body))
+        found.append(Launch(f"{fn.name}_{n}", stmt, grid, block, total, offsets, warpgroups))
     return found
 
 

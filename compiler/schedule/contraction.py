@@ -103,6 +103,10 @@ class Contraction(Schedule):
             return self.fallback.naive(stage, target)
         return first_values(self.knobs(stage, target))
 
+    def seeds(self, stage: Stage, target: Target) -> list[Config]:
+        """The default: the measured-best shape, so every tuning starts from it."""
+        return [self.default(stage, target)] if plan(stage) is not None else []
+
     def default(self, stage: Stage, target: Target) -> Config:
         """What measured best on fp32 matmuls from 128^3 to 1024^3 on AVX-512: an 8 x 2-vector
         tile (6 x 2 where 16 vector registers must hold it, the classic AVX2 microkernel);

@@ -106,6 +106,10 @@ class Schedule(ABC):
     @abstractmethod
     def default(self, stage: Stage, target: Target) -> Config: ...
 
+    def seeds(self, stage: Stage, target: Target) -> list[Config]:
+        """Configs worth measuring early (`Space.seeds`); invalid ones are dropped."""
+        return []
+
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         return None
 

@@ -63,6 +63,24 @@ class ProgramSpace(Space):
     def default(self) -> Config:
         return self._merged(True, "default")
 
+    def seeds(self) -> list[Config]:
+        """Seed `n` sets every stage to its schedule's seed `n` (the default where a stage
+        has fewer): the valid and distinct ones."""
+        per_stage = {
+            stage.index: schedules.schedule_for(stage, self.target).seeds(stage, self.target)
+            for stage in self.analysis.stages
+        }
+        found: dict[str, Config] = {}
+        for n in range(max(map(len, per_stage.values()), default=0)):
+            config = self.default()
+            for stage in self.analysis.stages:
+                if n < len(per_stage[stage.index]):
+                    own = per_stage[stage.index][n]
+                    config.update({stage_prefix(stage) + k: v for k, v in own.items()})
+            if self.check(config) is None:
+                found.setdefault(self.key(config), config)
+        return list(found.values())
+
     def sample(self, rng: random.Random) -> Config:
         """A uniformly drawn valid config, drawn stage by stage: constraints never span
         stages, so this is uniform over the valid product without rejecting whole configs

@@ -29,6 +29,11 @@ class Space(ABC):
     def default(self) -> Config:
         """A reasonable config without any search (used by `tunehub compile`)."""
 
+    def seeds(self) -> list[Config]:
+        """Valid configs to measure first, after the baseline: the known-good kernel shapes
+        a search would find late (as Triton's autotuner lists its configs). None by default."""
+        return []
+
     def check(self, config: Config) -> str | None:
         """Why `config` is invalid, or None. Subclasses add their constraints."""
         for name, value in config.items():

@@ -1,7 +1,8 @@
 """The tuner: one tuning's search loop, the same whichever executor runs the candidates.
 
     space = space_for(program, target); strategy seeded with the database's records
-    measure the naive config first (the baseline) unless the database already has it
+    measure the naive config first (the baseline) and the space's seeds, those the database
+    does not already have
     loop: batch = strategy.propose(n) -> executor.run(batch) -> records (+ artifacts)
           -> strategy.notify -> tuning progress -> progress callback
     until the trial budget is spent, the space is exhausted or the tuning is cancelled
@@ -362,8 +363,8 @@ class _Run:
         self.strategy = search.create(
             job.strategy, space, seed=tuner.seed, known=known, guide=self.guide
         )
-        # The baseline goes first, once per workload, target and symbols.
-        self.pending = [naive] if self.strategy.take(naive := space.naive()) else []
+        # The baseline goes first, once per workload, target and symbols; then the seeds.
+        self.pending = [c for c in (space.naive(), *space.seeds()) if self.strategy.take(c)]
         self.done, self.failures = job.trials_done, 0
         self.best_latency_s: float | None = None
 
@@ -371,7 +372,8 @@ class _Run:
         """Measure one batch of at most `n` configs and persist it; the number measured, fewer
         than `n` only when the space has no unseen valid config left."""
         job, target, symbols = self.job, self.target, self.symbols
-        batch, self.pending = self.pending + self.strategy.propose(n - len(self.pending)), []
+        batch, self.pending = self.pending[:n], self.pending[n:]
+        batch += self.strategy.propose(n - len(batch))
         if not batch:
             return 0
         requests = [self.tuner._request(job, target, symbols, c) for c in batch]

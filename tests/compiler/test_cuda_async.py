@@ -25,11 +25,17 @@ from compiler.space import space_for
 from compiler.space.space import Config, Space
 from schemas.record import RecordStatus
 from schemas.target import Target
-from tests.compiler.test_cuda_wmma import SM80, SM90, VARIANTS, int4_matmul, matmul, wmma_config
+from tests.compiler.test_cuda_wmma import (
+    SM80,
+    SM90,
+    VARIANTS,
+    assert_right,
+    int4_matmul,
+    matmul,
+    wmma_config,
+)
 from tests.compiler.test_lower import c, signature, t
 from worker.build.cuda import CudaBuilder
-from worker.check import check_configs
-from worker.measure.case import CaseCache
 
 BIG = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
 
@@ -173,17 +179,10 @@ def test_compiles_for_sm80_and_sm90() -> None:
     assert not problems, "\n\n".join(problems[:3])
 
 
-def check(tmp_path: Path, program: Program, configs: list[Config], symbols: dict[str, int]) -> None:
-    cases = CaseCache(tmp_path)
-    results = check_configs(program, SM90, configs, symbols, emulate=True, cases=cases)
-    for result in results:
-        assert result.status == RecordStatus.OK, f"{result.config}:\n{result.log}"
-
-
 def run(tmp_path: Path, program: Program, symbols: dict[str, int]) -> None:
     space = space_for(program, SM90)
     configs = [wmma_config(space, wmma_stages=2), wmma_config(space, wmma_stages=3, **VARIANTS[1])]
-    check(tmp_path, program, configs, symbols)
+    assert_right(tmp_path, program, configs, symbols)
 
 
 emulated = pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
@@ -214,4 +213,4 @@ def test_float32_simt_double_buffering(tmp_path: Path) -> None:
     program = matmul("float32", "M", 72, 52)
     space = space_for(program, SM90)
     configs = [tiled_config(space, **v) for v in TILED_VARIANTS]
-    check(tmp_path, program, configs, {"M": 37})
+    assert_right(tmp_path, program, configs, {"M": 37})

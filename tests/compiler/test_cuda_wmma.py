@@ -172,13 +172,23 @@ def test_compiles_for_sm80_and_sm90() -> None:
     assert not problems, "\n\n".join(problems[:3])
 
 
-def run(tmp_path: Path, program: Program, symbols: dict[str, int]) -> None:
-    space = space_for(program, SM90)
-    configs = [wmma_config(space, **v) for v in VARIANTS[:2]]
+def assert_right(
+    tmp_path: Path,
+    program: Program,
+    configs: list[Config],
+    symbols: dict[str, int],
+    emulate: bool = True,
+) -> None:
+    """Every config verified against the reference, through the emulator or on the GPU."""
     cases = CaseCache(tmp_path)
-    results = check_configs(program, SM90, configs, symbols, emulate=True, cases=cases)
+    results = check_configs(program, SM90, configs, symbols, emulate=emulate, cases=cases)
     for result in results:
         assert result.status == RecordStatus.OK, f"{result.config}:\n{result.log}"
+
+
+def run(tmp_path: Path, program: Program, symbols: dict[str, int]) -> None:
+    space = space_for(program, SM90)
+    assert_right(tmp_path, program, [wmma_config(space, **v) for v in VARIANTS[:2]], symbols)
 
 
 emulated = pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")

@@ -61,6 +61,7 @@ def test_tuning_measures_naive_first_persists_everything_and_resumes(
         records = store.list_records(s, tuning_id=first.tuning_id, limit=None)
         assert len(records) == 5
         assert records[0].config == naive  # the baseline goes first
+        assert records[1].config == space_for(load(SIGNATURE), target).seeds()[0]  # then seeds
         assert records[0].status == RecordStatus.OK
         assert first.baseline_latency_s == records[0].latency_s
         assert all(r.target == str(target) and r.machine for r in records)

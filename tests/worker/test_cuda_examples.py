@@ -1,6 +1,7 @@
-"""Every example through the worker's CUDA path, shrunk to emulate quickly: the default and
-random valid candidates build with nvcc for sm_80 and sm_90 (one batched front end per
-architecture) and pass the emulated check against the reference.
+"""Every example through the worker's CUDA path, shrunk to emulate quickly: the default, the
+seeds and random valid candidates of each architecture's space build with nvcc for sm_80 and
+sm_90 (one batched front end per architecture), and sm_90's pass the emulated check against
+the reference.
 
 Shrinking divides every literal extent of 256 or more by 8 (1024 -> 128, 4096 -> 512), which
 keeps the ratios that packed layouts rely on (int4 weights: K / 8 words per row).
@@ -49,14 +50,16 @@ def shrink(signature: dict[str, Any]) -> dict[str, Any]:
 
 
 @cache
-def example(path: Path) -> tuple[Program, list[Config]]:
-    """The shrunk program, its default config and SAMPLES distinct random valid ones."""
+def example(path: Path, arch: str = "sm_90") -> tuple[Program, list[Config]]:
+    """The shrunk program, its default config, its seeds and SAMPLES distinct random valid
+    ones of its space on `arch`."""
     program = load(shrink(json.loads(path.read_text())))
-    space = space_for(program, Target(kind="cuda", arch="sm_90"))
+    space = space_for(program, Target(kind="cuda", arch=arch))
     rng = random.Random(path.stem)
-    configs = {space.key(space.default()): space.default()}
+    configs = {space.key(c): c for c in (space.default(), *space.seeds())}
+    wanted = len(configs) + SAMPLES
     for _ in range(20 * SAMPLES):
-        if len(configs) == SAMPLES + 1:
+        if len(configs) == wanted:
             break
         config = space.sample(rng)
         configs.setdefault(space.key(config), config)
@@ -70,7 +73,7 @@ def test_candidates_build_for_sm80_and_sm90() -> None:
         lowered = [
             (path.stem, lower(program, target, config))
             for path in EXAMPLES
-            for program, configs in [example(path)]
+            for program, configs in [example(path, arch)]
             for config in configs
         ]
         results = CudaBuilder().build_many([k for _, k in lowered], target, timeout_s=600)

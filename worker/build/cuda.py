@@ -10,6 +10,10 @@ end (`#line`), so its warnings go to its own log; when a batch's front end fails
 candidates are built one by one instead, so that a broken candidate gets its own log and
 never takes others down.
 
+Hopper's warpgroup instructions (`wgmma`) exist only for the arch-specific target sm_90a, so a
+kernel using them is built for sm_90a when the target is sm_90 (`build_arch`; such a cubin
+runs on every sm_90 GPU, and a batch holding one is built for sm_90a as a whole).
+
 `ptxas -v` reports, per function, registers, barriers, static shared memory, constant memory,
 stack frame and spill bytes; these are the build stats (`stats["kernels"][entry]`), since
 they decide occupancy and explain slow candidates without running them.
@@ -44,6 +48,7 @@ _DIAGNOSTIC = re.compile(r"^candidate_(\d+)\.cu\(\d+\): ")
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"][^\n]*$", re.M)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.M)
 _ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z_$][\w$]*)")
+_ARCH_SPECIFIC = re.compile(r"\bwgmma\.")
 
 
 class CudaBuilder(Builder):
@@ -66,10 +71,10 @@ class CudaBuilder(Builder):
         if target.kind != "cuda" or arch is None or any(k.language != "cuda" for k in kernels):
             raise ValueError(f"CudaBuilder builds CUDA kernels for an arch, not for {target}")
         if len(kernels) > 1:
-            batched = self._batch(kernels, arch, timeout_s)
+            batched = self._batch(kernels, build_arch(arch, kernels), timeout_s)
             if batched is not None:
                 return batched
-        return [self._single(k, arch, timeout_s) for k in kernels]
+        return [self._single(k, build_arch(arch, [k]), timeout_s) for k in kernels]
 
     def _single(self, kernel: Kernel, arch: str, timeout_s: float) -> BuildResult:
         with tempfile.TemporaryDirectory(prefix="tunehub-nvcc-") as tmp:
@@ -159,6 +164,14 @@ def batch_source(units: Sequence[tuple[str, Sequence[str]]]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def build_arch(arch: str, kernels: Sequence[Kernel]) -> str:
+    """The arch to build `kernels` for: sm_90a where the target is sm_90 and one of them
+    issues wgmma (see the module doc), else `arch`."""
+    if arch == "sm_90" and any(_ARCH_SPECIFIC.search(k.source) for k in kernels):
+        return "sm_90a"
+    return arch
+
+
 def split_log(log: str, units: int) -> list[str]:
     """The front end's diagnostics of a batch, per unit, under the name `kernel.cu` that a
     build of the candidate alone would give. A diagnostic runs from its `file(line): ` head to
@@ -184,15 +197,17 @@ def split_ptx(ptx: str, n: int) -> str:
     suffix = f"{_BATCH}{n}"
     own = re.compile(re.escape(suffix) + r"(?!\d)")
     kept: list[str] = []
-    skipping = False
+    skipping, depth = False, 0  # braces open in a skipped entry (inline asm has blocks too)
     for line in ptx.splitlines():
         entry = _ENTRY.match(line)
         if entry and _BATCH in entry[1] and not own.search(entry[1]):
-            skipping = True
+            skipping, depth = True, 0
             if kept and kept[-1].strip().startswith("// .globl"):
                 kept.pop()
         if skipping:
-            skipping = line.rstrip() != "}"
+            opened = depth > 0 or "{" in line
+            depth += line.count("{") - line.count("}")
+            skipping = not (opened and depth == 0)
         elif not (line.lstrip().startswith("//") and _BATCH in line and not own.search(line)):
             kept.append(line)  # comments naming other units' symbols go too
 

@@ -4,8 +4,8 @@
 //
 // Why: development and CI machines have nvcc but no GPU. With this header the very source that
 // nvcc turns into a cubin is compiled by g++, so the kernel's *logic* (indexing, tiling, shared
-// memory staging, barriers, warp shuffles, tensor-core fragments) is checked against numpy on
-// the CPU. Nothing here says anything about speed.
+// memory staging, barriers, warp shuffles, tensor-core fragments, warpgroup MMAs) is checked
+// against numpy on the CPU. Nothing here says anything about speed.
 //
 // Execution model (`cuda_emu::run`). Every CUDA thread of a block is a fiber with its own
 // stack, run by a scheduler on the launching OS thread; blocks run one after the other, so
@@ -24,7 +24,8 @@
 // `extern __shared__` arrays are rewritten by the emulator's build step (`T name[]` cannot
 // alias a run-time buffer in C++); fp16/bf16 arithmetic is float arithmetic rounded at each
 // operation; WMMA fragments hold the whole tile in every lane; atomics are atomic only among
-// the threads of one launch, which is all a kernel can see.
+// the threads of one launch, which is all a kernel can see; wgmma operands must live in dynamic
+// shared memory (see the warpgroup section below).
 #pragma once
 
 #include <sys/mman.h>
@@ -191,11 +192,24 @@ inline void prepare(Context& c, unsigned char* stack, std::size_t size, void (*e
 inline void switch_context(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
 #endif
 
+// A wgmma the thread issued and has not waited for: it runs at the wait (see `wgmma`).
+struct PendingMma {
+  void (*run)(float*, int, std::uint64_t, std::uint64_t, int, int) = nullptr;
+  float* d = nullptr;
+  int n = 0, trans_a = 0, trans_b = 0;
+  std::uint64_t a = 0, b = 0;
+  unsigned group = 0;  // the commit that closes its group
+};
+constexpr unsigned MAX_PENDING_MMAS = 64;
+
 struct Fiber {
   Context context;
   unsigned char* stack = nullptr;
   bool finished = false;
   Wait wait = RUNNABLE;
+  PendingMma mmas[MAX_PENDING_MMAS];
+  unsigned pending = 0;    // queued wgmmas
+  unsigned committed = 0;  // wgmma groups committed in this block
 };
 
 struct Launch {
@@ -320,6 +334,7 @@ inline bool run_block(Launch& launch, bool reverse) {
   for (unsigned t = 0; t < launch.threads; t++) {
     Fiber& f = launch.fibers[t];
     f.finished = false;
+    f.pending = f.committed = 0;
     f.wait = RUNNABLE;
     prepare(f.context, f.stack, STACK_BYTES, fiber_main);
   }
@@ -847,6 +862,80 @@ void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matrix_a, M,
 
 }  // namespace wmma
 }  // namespace nvcuda
+
+// ---- warpgroup tensor cores (sm_90 wgmma) ----------------------------------------------------
+// Shared-window addresses are offsets into the launch's dynamic shared memory, which is where
+// kernels using wgmma keep their tiles. A `wgmma.mma_async.m64nNk16` is queued and runs when
+// a `wgmma.wait_group` lets no more of its group stay in flight: as late as the device may run
+// it, so a tile refilled too early or an accumulator read before its wait gives a wrong
+// answer here too. It then reads both factors through their matrix descriptors (no
+// swizzling) and adds into the thread's N/2 accumulators, laid out as on the device: warp w
+// of the warpgroup holds rows 16w..16w+15; accumulator i of lane l is row
+// 16w + l/4 + 8 * (i % 4 / 2), column 8 * (i / 4) + 2 * (l % 4) + i % 2.
+namespace cuda_emu {
+
+inline std::uint64_t shared_offset(const void* p) {
+  auto offset = static_cast<const unsigned char*>(p) - dynamic_shared();
+  if (offset < 0 || offset >= (1 << 18)) {
+    std::fprintf(stderr, "cuda_emulate: a wgmma operand outside dynamic shared memory\n");
+    std::abort();
+  }
+  return static_cast<std::uint64_t>(offset);
+}
+
+// Element (mn, k) of a 16-bit factor described by `desc`: 8 x 8 core matrices of 16-byte
+// rows, a row along k (K-major) or along M/N (`mn_major`); LBO steps between core matrices
+// along k, SBO along M/N.
+template <class T>
+float descriptor_element(std::uint64_t desc, bool mn_major, unsigned mn, unsigned k) {
+  std::uint64_t start = (desc & 0x3FFFu) << 4;
+  std::uint64_t lbo = ((desc >> 16) & 0x3FFFu) << 4, sbo = ((desc >> 32) & 0x3FFFu) << 4;
+  std::uint64_t at = start + (mn / 8) * sbo + (k / 8) * lbo;
+  at += mn_major ? (k % 8) * 16 + (mn % 8) * 2 : (mn % 8) * 16 + (k % 8) * 2;
+  return static_cast<float>(*reinterpret_cast<const T*>(dynamic_shared() + at));
+}
+
+template <class T>
+void wgmma_now(float* d, int n, std::uint64_t a, std::uint64_t b, int trans_a, int trans_b) {
+  unsigned t = current->running % 128, warp = t / 32, lane = t % 32;
+  for (int i = 0; i < n / 2; i++) {
+    unsigned row = 16 * warp + lane / 4 + 8 * (i % 4 / 2);
+    unsigned col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float sum = 0.0f;
+    for (unsigned k = 0; k < 16; k++)
+      sum += descriptor_element<T>(a, trans_a, row, k) * descriptor_element<T>(b, trans_b, col, k);
+    d[i] += sum;
+  }
+}
+
+template <class T>
+void wgmma(float* d, int n, std::uint64_t a, std::uint64_t b, int trans_a, int trans_b) {
+  Fiber& self = current->fibers[current->running];
+  if (self.pending == MAX_PENDING_MMAS) {
+    std::fprintf(stderr, "cuda_emulate: more than %u wgmmas in flight\n", MAX_PENDING_MMAS);
+    std::abort();
+  }
+  self.mmas[self.pending++] = PendingMma{&wgmma_now<T>, d, n, trans_a, trans_b, a, b,
+                                         self.committed};
+}
+
+inline void wgmma_commit() { current->fibers[current->running].committed++; }
+
+// Runs, in issue order, the queued wgmmas of every group but the newest `in_flight`.
+inline void wgmma_wait(unsigned in_flight) {
+  Fiber& self = current->fibers[current->running];
+  unsigned kept = 0;
+  for (unsigned i = 0; i < self.pending; i++) {
+    PendingMma& op = self.mmas[i];
+    if (op.group + in_flight < self.committed)
+      op.run(op.d, op.n, op.a, op.b, op.trans_a, op.trans_b);
+    else
+      self.mmas[kept++] = op;
+  }
+  self.pending = kept;
+}
+
+}  // namespace cuda_emu
 
 inline float __float_to_tf32(float value) {
   // cvt.rna.tf32.f32: round to nearest, ties away from zero, onto a 10-bit mantissa.

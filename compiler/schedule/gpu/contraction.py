@@ -23,7 +23,12 @@ stored.
   then, so the spaces of other contractions are unchanged. `wmma_stages` (2 or 3: a `cp.async`
   pipeline of that many shared buffers per tile) exists only on sm_80 and later where a side
   is a raw 16-bit read that can be copied as it is (a side with a transforming prologue, e.g.
-  int4 dequantization, keeps the register path); the check counts every stage's shared memory.
+  int4 dequantization, keeps the register path); the check counts every stage's shared memory;
+* `wgmma` (`wgmma.py`, sm_90 only, built for sm_90a): Hopper's warpgroup tensor cores where
+  `wmma` is offered, block tile `wgmma_bm x wgmma_bn` over `wgmma_groups` warpgroups (each a
+  whole number of 64-row slabs), k slices of 64 through a `cp.async` pipeline of
+  `wgmma_stages` buffers, `wgmma_in_flight` slices of products left running while the next
+  slice starts. Not yet measured on a GPU, so never the default.
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
 kernel); `canonical` resets them, so that sampling and mutation reach both kernels. `check`
@@ -45,6 +50,7 @@ from compiler.schedule.gpu.gemv import Gemv
 from compiler.schedule.gpu.operands import Operands, operands
 from compiler.schedule.gpu.reduction import Reduction
 from compiler.schedule.gpu.tiles import SIDES, Shape, Tiled, async_tiles, vectorized
+from compiler.schedule.gpu.wgmma import WgmmaKernel, WgmmaShape, warpgroup_mma
 from compiler.schedule.gpu.wmma import (
     WmmaKernel,
     WmmaShape,
@@ -81,6 +87,13 @@ WMMA: dict[str, tuple[Knob, ...]] = {
     "wmma_frags": (2, 1, 4),
 }
 WMMA_ASYNC: dict[str, tuple[Knob, ...]] = {"wmma_stages": (1, 2, 3)}
+WGMMA: dict[str, tuple[Knob, ...]] = {
+    "wgmma_bm": (128, 64, 256),
+    "wgmma_bn": (128, 64, 256),
+    "wgmma_groups": (1, 2),
+    "wgmma_stages": (3, 2, 4),
+    "wgmma_in_flight": (0, 1),
+}
 MODES = ("plain", "tiled", "gemv")
 GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
 GEMV_MAX_ROWS = 64  # and the space offers it up to this many (or any number of symbolic rows)
@@ -96,11 +109,13 @@ class Contraction(Schedule):
             return self.fallback.knobs(stage, target)
         ops = operands(stage, found)
         rows = const_value(ops.rows.extent)
-        wmma = ("wmma",) if _tensor_cores(ops, target) else ()
+        wmma: tuple[str, ...] = ("wmma",) if _tensor_cores(ops, target) else ()
         tiled = {**TILED, **(TILED_ASYNC if async_tiles(ops, target) else {})}
         extra = WMMA if wmma else {}
         if wmma and async_copies(ops, target):
             extra = {**WMMA, **WMMA_ASYNC}
+        if wmma and warpgroup_mma(target, ops):
+            wmma, extra = (*wmma, "wgmma"), {**extra, **WGMMA}
         if rows is not None and rows > GEMV_MAX_ROWS:  # the weights would be read rows / 8 times
             gemv = {k: v[:1] for k, v in GEMV.items()}
             return {"mode": (*MODES[:2], *wmma), **tiled, **gemv, **extra}
@@ -133,6 +148,28 @@ class Contraction(Schedule):
             config.update(vec=False)
         return config
 
+    def seeds(self, stage: Stage, target: Target) -> list[Config]:
+        """The tensor-core kernels' usual best shapes (128 x 128 WMMA tiles of 8 warps; for
+        wgmma 128 x 256 over two warpgroups and 128 x 128 over one, four stages, a slice in
+        flight), so a short tuning measures them whatever its search draws."""
+        found = plan(stage)
+        if found is None:
+            return []
+        knobs = self.knobs(stage, target)
+        modes = knobs["mode"]
+        base = first_values(knobs)
+        seeds: list[Config] = []
+        if "wmma" in modes:
+            stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
+            wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
+            seeds.append({**base, "mode": "wmma", **wmma, "wmma_stages": stages})
+        if "wgmma" in modes:
+            for bn, groups in ((256, 2), (128, 1)):
+                shape = {"wgmma_bm": 128, "wgmma_bn": bn, "wgmma_groups": groups}
+                extra = {"wgmma_stages": 4, "wgmma_in_flight": 1}
+                seeds.append({**base, "mode": "wgmma", **shape, **extra})
+        return [{k: v for k, v in seed.items() if k in knobs} for seed in seeds]
+
     def canonical(self, stage: Stage, target: Target, config: Config) -> Config:
         """The knobs of the other kernel reset. `plain` is left alone: it is one config (the
         naive one, measured first anyway), which random draws then rarely hit."""
@@ -152,6 +189,8 @@ class Contraction(Schedule):
         ops = operands(stage, found)
         if mode == "wmma":
             return _check_wmma(ops, WmmaShape.of(config), target)
+        if mode == "wgmma":
+            return _check_wgmma(ops, WgmmaShape.of(config), target)
         if mode == "tiled":
             return _check_tiled(ops, Shape.of(config), target)
         if mode == "gemv":
@@ -170,16 +209,20 @@ class Contraction(Schedule):
             return Gemv.of(config).lower(ops, ctx)
         if config["mode"] == "wmma":
             return WmmaKernel(ops, WmmaShape.of(config), ctx).lower()
+        if config["mode"] == "wgmma":
+            return WgmmaKernel(ops, WgmmaShape.of(config), ctx).lower()
         return Tiled(ops, Shape.of(config), ctx).lower()
 
 
 def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
     """The knobs the config's mode does not use."""
+    tensor = {**WMMA, **WMMA_ASYNC, **WGMMA}
     return {
-        "plain": {**TILED, **TILED_ASYNC, **GEMV, **WMMA, **WMMA_ASYNC},
-        "tiled": {**GEMV, **WMMA, **WMMA_ASYNC},
-        "gemv": {**TILED, **TILED_ASYNC, **WMMA, **WMMA_ASYNC},
-        "wmma": {**TILED, **TILED_ASYNC, **GEMV},
+        "plain": {**TILED, **TILED_ASYNC, **GEMV, **tensor},
+        "tiled": {**GEMV, **tensor},
+        "gemv": {**TILED, **TILED_ASYNC, **tensor},
+        "wmma": {**TILED, **TILED_ASYNC, **GEMV, **WGMMA},
+        "wgmma": {**TILED, **TILED_ASYNC, **GEMV, **WMMA, **WMMA_ASYNC},
     }[str(config["mode"])]
 
 
@@ -196,12 +239,18 @@ def _check_wmma(ops: Operands, shape: WmmaShape, target: Target) -> str | None:
         return error
     if shape.stages > 1 and not async_copies(ops, target):
         return "cp.async stages need sm_80 or later and a side copied raw"
-    limits = limits_for(target)
-    rows, batch = const_value(ops.rows.extent), const_value(ops.batch.extent)
-    if rows is not None and -(-rows // shape.bm) > limits.grid_yz:
-        return f"{-(-rows // shape.bm)} row tiles (grid y holds {limits.grid_yz})"
-    if batch is not None and batch > limits.grid_yz:
-        return f"{batch} batch slices (grid z holds {limits.grid_yz})"
+    error = _grid_error(ops, shape.bm, target)
+    if error is not None:
+        return error
+    return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
+
+
+def _check_wgmma(ops: Operands, shape: WgmmaShape, target: Target) -> str | None:
+    if not (_tensor_cores(ops, target) and warpgroup_mma(target, ops)):
+        return "no warpgroup tensor cores for these factor types on this arch"
+    error = shape.error() or _grid_error(ops, shape.bm, target)
+    if error is not None:
+        return error
     return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
 
 
@@ -220,10 +269,18 @@ def _check_tiled(ops: Operands, shape: Shape, target: Target) -> str | None:
     k = const_value(ops.k.extent)
     if shape.split > 1 and k is not None and (shape.split - 1) * shape.bk >= k:
         return f"split_k={shape.split} leaves slices of k={k} empty"
+    error = _grid_error(ops, shape.bm, target, shape.split)
+    if error is not None:
+        return error
+    return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
+
+
+def _grid_error(ops: Operands, bm: int, target: Target, split: int = 1) -> str | None:
+    """Why row tiles of `bm` (grid y) or batch x split-k slices (grid z) exceed the grid."""
     limits = limits_for(target)
     rows, batch = const_value(ops.rows.extent), const_value(ops.batch.extent)
-    if rows is not None and -(-rows // shape.bm) > limits.grid_yz:
-        return f"{-(-rows // shape.bm)} row tiles (grid y holds {limits.grid_yz})"
-    if batch is not None and batch * shape.split > limits.grid_yz:
-        return f"{batch * shape.split} batch x split-k slices (grid z holds {limits.grid_yz})"
-    return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
+    if rows is not None and -(-rows // bm) > limits.grid_yz:
+        return f"{-(-rows // bm)} row tiles (grid y holds {limits.grid_yz})"
+    if batch is not None and batch * split > limits.grid_yz:
+        return f"{batch * split} batch x split-k slices (grid z holds {limits.grid_yz})"
+    return None

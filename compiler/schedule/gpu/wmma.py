@@ -6,26 +6,14 @@ Grid: x over column tiles of `bn`, y over row tiles of `bm`, z over the batch. B
 warps in a `bm / (16 * frags)` x `warps / that` grid; each warp owns `frags` x `bn / (16 *
 warp columns)` accumulator fragments (float32) of its warp tile.
 
-Per slice of `BK` = 32 along k, the block's threads load the `bm x BK` and `bn x BK` tiles into
-shared memory as 16-bit values, evaluating the factor sides there (prologue: casts, int4
-dequantization, padded reads), out-of-range elements as 0. A tile keeps the layout its side
-has in global memory: k contiguous (`A[m][k]`, `B[n][k]`) where the side's reads walk k,
-lanes contiguous (`A[k][m]`, `B[k][n]`) otherwise, so consecutive threads read and write
+Per slice of `BK` = 32 along k the tiles load as `compiler.schedule.gpu.staging` says (one
+buffer, or with `wmma_stages` > 1 a `cp.async` pipeline). A tile keeps the layout its side has
+in global memory: k contiguous (`A[m][k]`, `B[n][k]`) where the side's reads walk k, lanes
+contiguous (`A[k][m]`, `B[k][n]`) otherwise, so consecutive threads read and write
 consecutive addresses and a raw tile can be copied as it is; the fragments are row- or
 column-major to match. Rows are padded by 8 elements against bank conflicts (a leading
-dimension WMMA accepts, and rows stay 32-byte aligned). A barrier; each warp loads its
-fragments per 16 of k and accumulates with `mma_sync`; a barrier.
-
-With `wmma_stages` > 1 (sm_80 and later: `cp.async`) the tiles have that many shared buffers
-and the loads become a pipeline: `stages - 1` slices are issued ahead; per slice the thread
-waits for its oldest group of copies (`cp.async.wait_group stages - 2`), a barrier makes every
-thread's copies visible (and frees the buffer computed last), the slice `stages - 1` ahead is
-issued into that buffer and committed, and the current one is computed: one barrier per slice.
-Only a *raw* side is copied asynchronously: a plain read of a float16/bfloat16 buffer along a
-single walked axis, in 16-byte runs (`.cg`) where the alignment is provable, else 8 or 4 bytes
-(`.ca`), the tails zero-filled by the copy's source size. A side whose prologue transforms its
-values (int4 dequantization, casts, padded reads) cannot be copied raw: it keeps the register
-path, storing into the pipeline's buffers as it loads.
+dimension WMMA accepts, and rows stay 32-byte aligned). Each warp loads its fragments per 16
+of k and accumulates with `mma_sync`.
 
 The store passes each accumulator fragment through a per-warp 16 x 16 float32 scratch in
 shared memory (`store_matrix_sync`, `__syncwarp`), from which every lane applies the epilogue
@@ -41,31 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler import dtypes
-from compiler.dtypes import INDEX, itemsize
-from compiler.ir import Call, Const, Expr, Load, loads, substitute
-from compiler.loop import (
-    AsyncCopy,
-    Barrier,
-    Decl,
-    For,
-    If,
-    Stmt,
-    Store,
-    Wmma,
-    add,
-    ceildiv,
-    const,
-    const_value,
-    minimum,
-    mul,
-    seq,
-    sub,
-    var,
-)
-from compiler.schedule.gpu.blocks import WARP, all_of, bind, covers, div, guard, less, mod
+from compiler.dtypes import INDEX
+from compiler.ir import Expr, Load, loads
+from compiler.loop import Barrier, Decl, For, Stmt, Store, Wmma, add, const, mul, seq, var
+from compiler.schedule.gpu.blocks import WARP, all_of, covers, div, guard, less, mod
 from compiler.schedule.gpu.operands import Operands
-from compiler.schedule.gpu.tiles import walked
-from compiler.schedule.gpu.vectors import aligned_run
+from compiler.schedule.gpu.staging import SIDES, StagedTiles, raw
 from compiler.schedule.stage import Context, nest
 from compiler.space.limits import ASYNC_COPY, capability
 from compiler.space.space import Config
@@ -74,8 +43,6 @@ from schemas.target import Target
 FRAG = 16  # the WMMA fragment's M, N and K
 BK = 32  # k per shared-memory slice
 PAD = 8  # elements of padding per tile row
-SIDES = ("row", "col")
-RUNS = (8, 4, 2)  # elements per cp.async of a 16-bit tile: 16, 8 or 4 bytes
 
 
 def staged(ops: Operands) -> str | None:
@@ -97,15 +64,6 @@ def tensor_cores(target: Target, dtype: str) -> bool:
     """Whether the target arch has WMMA for `dtype` (float16 from sm_70, bfloat16 from sm_80).
     An unknown arch gets none."""
     return capability(target) >= (70 if dtype == "float16" else 80)
-
-
-def raw(ops: Operands, side: str) -> Load | None:
-    """`side`'s single read where the side is that read of a 16-bit float buffer, widened and
-    nothing else, along a single walked axis: a tile that can be copied as it is."""
-    load = ops.raw(side)
-    if load is None or not dtypes.is_half(load.dtype) or walked(ops, side) is None:
-        return None
-    return load
 
 
 def async_copies(ops: Operands, target: Target) -> bool:
@@ -186,115 +144,39 @@ class WmmaShape:
         return 8 * self.frags * self.frags_n + 6 * (self.frags + self.frags_n) + 24
 
 
-class WmmaKernel:
+class WmmaKernel(StagedTiles):
     """Lowers one contraction stage under a `wmma` config."""
+
+    bk = BK
+    s: WmmaShape
 
     def __init__(self, ops: Operands, shape: WmmaShape, ctx: Context) -> None:
         dtype = staged(ops)
         assert dtype is not None and shape.error() is None
-        self.ops, self.s, self.ctx, self.dtype = ops, shape, ctx, dtype
+        super().__init__(ops, shape, ctx, dtype)
         self.ld = {side: shape.ld(ops, side) for side in SIDES}
-        self.tiles = {side: ctx.fresh("As" if side == "row" else "Bs") for side in SIDES}
         self.scratch = ctx.fresh("Cs")
-        self.runs = {side: self._run(side) if shape.stages > 1 else 0 for side in SIDES}
-
-    def _run(self, side: str) -> int:
-        """Elements per `cp.async` of `side`'s tile, 0 where the side is not copied raw (its
-        values are transformed, or no run of 2 or more is provably aligned)."""
-        load, found = raw(self.ops, side), walked(self.ops, side)
-        if load is None or found is None:
-            return 0
-        for run in RUNS:
-            whole = (self.s.width(side) * BK // run) % self.s.threads == 0
-            if whole and aligned_run(load, found[0], run, self.ops.shapes):
-                return run
-        return 0
 
     def lower(self) -> Stmt:
-        ops, s, ctx = self.ops, self.s, self.ctx
-        bx = bind(ctx, "bx", ceildiv(ops.cols.extent, s.bn), "blockIdx.x")
-        by = bind(ctx, "by", ceildiv(ops.rows.extent, s.bm), "blockIdx.y")
-        bz = bind(ctx, "bz", ops.batch.extent, "blockIdx.z")
-        blocks = [bx, by] + ([bz] if const_value(ops.batch.extent) != 1 else [])
-        self.batch = var(bz.var) if len(blocks) == 3 else const(0)
-        self.row0, self.col0 = mul(var(by.var), const(s.bm)), mul(var(bx.var), const(s.bn))
-        tx = bind(ctx, "tx", s.threads, "threadIdx.x")
-        self.tid = var(tx.var)
+        s, ctx = self.s, self.ctx
+        blocks, tx = self._bindings(s.bm, s.bn)
         warp, lane = ctx.fresh("warp"), ctx.fresh("lane")
         self.warp, self.lane = var(warp), var(lane)
         self.wr, self.wc = div(self.warp, s.warp_cols), mod(self.warp, s.warp_cols)
-        shared = [
-            Decl(
-                self.tiles[side],
-                self.dtype,
-                (s.stages * s.tile_elements(ops, side),),
-                shared=True,
-            )
-            for side in SIDES
-        ]
+        shared = self._tile_decls()
         shared.append(Decl(self.scratch, "float32", (s.warps * FRAG * FRAG,), shared=True))
-        accs = [[ctx.fresh(f"c{i}x{j}") for j in range(s.frags_n)] for i in range(s.frags)]
-        frags = [Wmma("fragment", name, "acc", "float32") for row in accs for name in row]
-        fills = [Wmma("fill", name) for row in accs for name in row]
-        main = self._single(accs) if s.stages == 1 else self._pipeline(accs)
+        self.accs = [[ctx.fresh(f"c{i}x{j}") for j in range(s.frags_n)] for i in range(s.frags)]
+        frags = [Wmma("fragment", name, "acc", "float32") for row in self.accs for name in row]
+        fills = [Wmma("fill", name) for row in self.accs for name in row]
         inner = seq(
             Decl(warp, INDEX, init=div(self.tid, WARP)),
             Decl(lane, INDEX, init=mod(self.tid, WARP)),
             *frags,
             *fills,
-            main,
-            self._store(accs),
+            self._single() if s.stages == 1 else self._pipeline(),
+            self._store(),
         )
         return nest(blocks, seq(*shared, nest([tx], inner)))
-
-    def _single(self, accs: list[list[str]]) -> Stmt:
-        """One buffer per tile: load, barrier, compute, barrier per slice."""
-        t = self.ctx.fresh("t")
-        body = seq(
-            self._load(var(t), const(0)), Barrier(), self._compute(accs, const(0)), Barrier()
-        )
-        return For(t, ceildiv(self.ops.k.extent, BK), body)
-
-    def _pipeline(self, accs: list[list[str]]) -> Stmt:
-        """`stages` buffers per tile, slices issued `stages - 1` ahead (see the module doc).
-        Every thread commits one group per slice, empty or not, so that `wait_group` counts
-        slices."""
-        s, ctx = self.s, self.ctx
-        count = ceildiv(self.ops.k.extent, BK)
-        ahead = s.stages - 1
-        commit = AsyncCopy("commit")
-        prologue: list[Stmt] = []
-        for n in range(ahead):
-            known = const_value(count)
-            load = self._load(const(n), const(n))
-            if known is None:
-                prologue.append(If(less(const(n), count), load))
-            elif n < known:
-                prologue.append(load)
-            prologue.append(commit)
-        t = ctx.fresh("t")
-        slice_ = add(var(t), const(ahead))
-        step = seq(
-            AsyncCopy("wait", pending=s.stages - 2),
-            Barrier(),
-            guard(less(slice_, count), self._load(slice_, mod(slice_, s.stages))),
-            commit,
-            self._compute(accs, mod(var(t), s.stages)),
-        )
-        return seq(*prologue, For(t, count, step))
-
-    def _load(self, slice_: Expr, stage: Expr) -> Stmt:
-        """This thread's share of both tiles of k slice `slice_` into buffer `stage`:
-        asynchronous copies of a raw side, loads and stores of the others."""
-        k0 = mul(slice_, const(BK))
-        return seq(
-            self._copy(side, k0, stage) if self.runs[side] else self._stage(side, k0, stage)
-            for side in SIDES
-        )
-
-    def _base(self, side: str, stage: Expr) -> Expr:
-        """Where buffer `stage` of `side`'s tile starts."""
-        return mul(stage, const(self.s.tile_elements(self.ops, side)))
 
     def _at(self, side: str, lane: Expr, kk: Expr) -> Expr:
         """The tile offset of (lane, k offset) within one buffer."""
@@ -313,69 +195,7 @@ class WmmaKernel:
         per_k = self.s.width(side) // run
         return mul(mod(f, per_k), const(run)), div(f, per_k)
 
-    def _group(self, side: str) -> tuple[Expr, Expr]:
-        """The group a tile's lanes run over, and where this block's tile starts in it."""
-        if side == "row":
-            return self.ops.rows.extent, self.row0
-        return self.ops.cols.extent, self.col0
-
-    def _stage(self, side: str, k0: Expr, stage: Expr) -> Stmt:
-        """This thread's share of `side`'s tile at k slice `k0`, evaluated (the prologue runs
-        here) and stored, out-of-range elements as 0 (a loop kept rolled: unrolled, nvcc
-        holds every load's address in registers)."""
-        ops, s, ctx = self.ops, self.s, self.ctx
-        extent, start = self._group(side)
-        n = ctx.fresh("n")
-        lane, kk = self._slot(side, n, 1)
-        position, k = add(start, lane), add(k0, kk)
-        conds = [] if covers(extent, s.width(side)) else [less(position, extent)]
-        conds += [] if covers(ops.k.extent, BK) else [less(k, ops.k.extent)]
-        if side == "row":
-            value = ops.row_value(self.batch, position, k)
-        else:
-            value = ops.col_value(self.batch, position, k)
-        at = (add(self._base(side, stage), self._at(side, lane, kk)),)
-        tile = self.tiles[side]
-        store: Stmt = Store(tile, at, value)
-        cond = all_of(conds)
-        body = store if cond is None else If(cond, store, Store(tile, at, Const(0, "float32")))
-        return For(n, const(s.width(side) * BK // s.threads), body, "unroll", factor=1)
-
-    def _copy(self, side: str, k0: Expr, stage: Expr) -> Stmt:
-        """This thread's share of raw `side`'s tile at k slice `k0` as `cp.async` runs; a
-        run past an edge reads only its elements inside (none past the lanes' edge) and
-        zero-fills the rest."""
-        ops, s, ctx, run = self.ops, self.s, self.ctx, self.runs[side]
-        load = raw(ops, side)
-        assert load is not None
-        extent, start = self._group(side)
-        n = ctx.fresh("n")
-        lane, kk = self._slot(side, n, run)
-        position, k = add(start, lane), add(k0, kk)
-        if side == "row":
-            point = ops.at(self.batch, position, None, k)
-        else:
-            point = ops.at(self.batch, None, position, k)
-        src = substitute(load, point)
-        assert isinstance(src, Load)
-        # The run walks k (a k-major tile) or the lanes; the other axis only needs a bound.
-        walks = [(k, ops.k.extent, BK), (position, extent, s.width(side))]
-        if not ops.k_inner(side):
-            walks.reverse()
-        (walk, walk_extent, walk_tile), (cross, cross_extent, cross_tile) = walks
-        size = itemsize(self.dtype)
-        valid: Expr | None = None
-        if not covers(walk_extent, walk_tile):
-            left = Call("max", (sub(walk_extent, walk), const(0)), INDEX)
-            valid = mul(minimum(left, const(run)), const(size))
-        if not covers(cross_extent, cross_tile):
-            full = const(run * size) if valid is None else valid
-            valid = Call("where", (less(cross, cross_extent), full, const(0)), INDEX)
-        at = add(self._base(side, stage), self._at(side, lane, kk))
-        copy = AsyncCopy("copy", self.tiles[side], at, src, run * size, valid)
-        return For(n, const(s.width(side) * BK // run // s.threads), copy, "unroll", factor=1)
-
-    def _compute(self, accs: list[list[str]], stage: Expr) -> Stmt:
+    def _compute(self, stage: Expr) -> Stmt:
         """Per 16 of the slice's k: the warp's A and B fragments from buffer `stage`, then
         their products."""
         s, ctx = self.s, self.ctx
@@ -401,16 +221,16 @@ class WmmaKernel:
                     )
             for i, a in enumerate(names["row"]):
                 for j, b in enumerate(names["col"]):
-                    stmts.append(Wmma("mma", accs[i][j], a=a, b=b))
+                    stmts.append(Wmma("mma", self.accs[i][j], a=a, b=b))
         return seq(stmts)
 
-    def _store(self, accs: list[list[str]]) -> Stmt:
+    def _store(self) -> Stmt:
         """Each accumulator fragment through the warp's scratch, then the epilogue per
         element (8 per lane), clipped at the edges."""
         ops, s, stage = self.ops, self.s, self.ops.stage
         base = mul(self.warp, const(FRAG * FRAG))
         out: list[Stmt] = []
-        for i, row_frags in enumerate(accs):
+        for i, row_frags in enumerate(self.accs):
             for j, name in enumerate(row_frags):
                 out.append(Wmma("store", name, buffer=self.scratch, offset=base, ld=FRAG))
                 out.append(Barrier(warp=True))

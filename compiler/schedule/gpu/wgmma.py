@@ -1,0 +1,248 @@
+"""The Hopper tensor-core contraction kernel (`mode="wgmma"`, sm_90): warpgroup MMA
+(`wgmma.mma_async` m64nNk16, both factors read from shared memory by the tensor cores) with
+16-bit inputs and float32 accumulation. See `compiler.schedule.gpu.contraction` for the knobs.
+
+Grid as in the WMMA kernel (x over column tiles of `bn`, y over row tiles of `bm`, z over the
+batch). Block: `groups` warpgroups of 128 threads, stacked along M; each owns `bm / groups`
+rows of the block tile as `m_tiles` slabs of 64 rows by all `bn` columns, one `wgmma` of
+N = `bn` per slab and 16 of k, its accumulators `m_tiles * bn / 2` floats per thread.
+
+Shared tiles are the canonical no-swizzle layout of `wgmma`'s matrix descriptors: 8 x 8 core
+matrices of 16-byte rows. A side keeps the direction its global memory is contiguous in (so a
+raw tile is copied as it is): K-major (`A[m][k]`, `B[n][k]`) where its reads walk k, else
+M/N-major (`A[k][m]`, `B[k][n]`), which the instruction reads transposed. With `s` the strided
+and `c` the contiguous coordinate of a tile whose contiguous extent is `C`, element (s, c)
+sits at
+
+    (s / 8) * 8C + (c / 8) * 64 + (s % 8) * 8 + c % 8
+
+so the 16-byte chunk `f` in the order threads take them (8 strided rows, then along c, then
+the next 8 rows) lands at element `8 f`: consecutive threads fill consecutive 16 bytes (no
+bank conflicts), and each reads 16 contiguous bytes of global memory. Core matrices are 128
+bytes apart along c and `16 C` bytes apart along s; the descriptor names these LBO (along k)
+and SBO (along M/N).
+
+Per slice of `BK` = 64 the tiles load through the `cp.async` pipeline of
+`compiler.schedule.gpu.staging` (`stages` buffers; raw sides copied in 16-byte chunks, others
+evaluated and stored); before the barrier each thread makes its writes visible to the tensor
+cores (`fence.proxy.async`). The slice's math is
+`fence`, 4 x `m_tiles` `wgmma`s, `commit`, and a wait until at most `in_flight` (0 or 1)
+slices of them are still running: with 1 the tensor cores work on while the next slice starts,
+and the pipeline issues one slice less ahead, so no buffer they read is refilled.
+
+Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
+its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
+8 * (i / 4) + 2 * (l % 4) + i % 2. The store applies the epilogue to each, clipped at the edges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.dtypes import INDEX
+from compiler.ir import Const, Expr, Load
+from compiler.loop import (
+    CORE_ROW_BYTES,
+    Decl,
+    For,
+    SharedMatrix,
+    Stmt,
+    Store,
+    Wgmma,
+    add,
+    const,
+    mul,
+    seq,
+    var,
+)
+from compiler.schedule.gpu.blocks import WARP, all_of, covers, div, guard, less, mod
+from compiler.schedule.gpu.operands import Operands
+from compiler.schedule.gpu.staging import SIDES, StagedTiles
+from compiler.schedule.gpu.wmma import staged
+from compiler.schedule.stage import Context, nest
+from compiler.space.limits import capability
+from compiler.space.space import Config
+from schemas.target import Target
+
+WARPGROUP = 4 * WARP  # threads
+SLAB = 64  # rows of A per wgmma
+K_STEP = 16  # k per wgmma
+BK = 64  # k per shared-memory slice
+CORE = 8  # a core matrix is 8 x 8 16-bit elements
+WGMMA = 90  # the compute capability with wgmma (built for sm_90a)
+
+
+def warpgroup_mma(target: Target, ops: Operands) -> bool:
+    """Whether the target has wgmma and both factor sides stage as one 16-bit float type."""
+    return capability(target) == WGMMA and staged(ops) is not None
+
+
+@dataclass(frozen=True)
+class WgmmaShape:
+    """The knob values of the warpgroup kernel."""
+
+    bm: int
+    bn: int
+    groups: int
+    stages: int
+    in_flight: int = 0  # slices of wgmmas left running while the next slice starts
+
+    @classmethod
+    def of(cls, config: Config) -> WgmmaShape:
+        return cls(
+            int(config["wgmma_bm"]),
+            int(config["wgmma_bn"]),
+            int(config["wgmma_groups"]),
+            int(config["wgmma_stages"]),
+            int(config.get("wgmma_in_flight", 0)),
+        )
+
+    @property
+    def threads(self) -> int:
+        return self.groups * WARPGROUP
+
+    @property
+    def m_tiles(self) -> int:
+        return self.bm // (SLAB * self.groups)
+
+    @property
+    def acc_size(self) -> int:
+        """float32 accumulators per thread."""
+        return self.m_tiles * self.bn // 2
+
+    def error(self) -> str | None:
+        """Why the warpgroups do not tile the block tile, or None."""
+        if self.bm % (SLAB * self.groups) or self.m_tiles < 1:
+            return f"bm={self.bm} is not a whole number of {SLAB}-row slabs per warpgroup"
+        if self.bn % CORE or not CORE <= self.bn <= 256:
+            return f"bn={self.bn} is not a wgmma N (a multiple of 8 up to 256)"
+        if self.stages - 1 - self.in_flight < 1:
+            return f"{self.stages} stages leave no slice ahead with {self.in_flight} in flight"
+        for width in (self.bm, self.bn):
+            if (width * BK // CORE) % self.threads:
+                return f"a {width} x {BK} tile does not split evenly over {self.threads} threads"
+        return None
+
+    def width(self, side: str) -> int:
+        return self.bm if side == "row" else self.bn
+
+    def tile_elements(self, ops: Operands, side: str) -> int:
+        """Elements of one shared buffer of `side`'s tile (no padding: see the module doc)."""
+        return self.width(side) * BK
+
+    def shared_bytes(self, ops: Operands) -> int:
+        return sum(self.tile_elements(ops, side) for side in SIDES) * 2 * self.stages
+
+    def registers(self) -> int:
+        """Per thread: the accumulators and 26 more, as ptxas 13.0 reported for sm_90a (58,
+        90 and 154 registers with 32, 64 and 128 accumulators, float16 and bfloat16)."""
+        return self.acc_size + 26
+
+
+class WgmmaKernel(StagedTiles):
+    """Lowers one contraction stage under a `wgmma` config."""
+
+    bk = BK
+    s: WgmmaShape
+
+    def __init__(self, ops: Operands, shape: WgmmaShape, ctx: Context) -> None:
+        dtype = staged(ops)
+        assert dtype is not None and shape.error() is None
+        super().__init__(ops, shape, ctx, dtype)
+        self.runs = {side: run if run == CORE else 0 for side, run in self.runs.items()}
+        self.lag = shape.in_flight
+
+    def _contiguous(self, side: str) -> int:
+        """The tile's extent along its contiguous direction (`C` in the module doc)."""
+        return BK if self.ops.k_inner(side) else self.s.width(side)
+
+    def _at(self, side: str, lane: Expr, kk: Expr) -> Expr:
+        """The tile offset of (lane, k offset): the core-matrix layout of the module doc."""
+        s, c = (lane, kk) if self.ops.k_inner(side) else (kk, lane)
+        rows = mul(div(s, CORE), const(CORE * self._contiguous(side)))
+        cores = mul(div(c, CORE), const(CORE * CORE))
+        return add(add(rows, cores), add(mul(mod(s, CORE), const(CORE)), mod(c, CORE)))
+
+    def _slot(self, side: str, n: str, run: int) -> tuple[Expr, Expr]:
+        """(lane, k offset) of the first of the `run` elements at tile offset `run * f` for
+        pass `n`'s flat index f: consecutive threads take consecutive tile positions."""
+        f = add(mul(var(n), const(self.s.threads)), self.tid)
+        per_chunk = CORE // run  # flat indices per 16-byte chunk
+        chunk, within = div(f, per_chunk), mul(mod(f, per_chunk), const(run))
+        per_row = self._contiguous(side) // CORE
+        strided = add(mul(div(chunk, CORE * per_row), const(CORE)), mod(chunk, CORE))
+        contiguous = add(mul(mod(div(chunk, CORE), per_row), const(CORE)), within)
+        if self.ops.k_inner(side):
+            return strided, contiguous
+        return contiguous, strided
+
+    def _visible(self) -> list[Stmt]:
+        return [Wgmma("proxy_fence")]
+
+    def lower(self) -> Stmt:
+        s, ctx = self.s, self.ctx
+        blocks, tx = self._bindings(s.bm, s.bn)
+        group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
+        self.group, self.warp, self.lane = var(group), var(warp), var(lane)
+        self.acc = ctx.fresh("acc")
+        i = ctx.fresh("i")
+        zero = Store(self.acc, (var(i),), Const(0.0, "float32"))
+        inner = seq(
+            Decl(group, INDEX, init=div(self.tid, WARPGROUP)),
+            Decl(warp, INDEX, init=div(mod(self.tid, WARPGROUP), WARP)),
+            Decl(lane, INDEX, init=mod(self.tid, WARP)),
+            Decl(self.acc, "float32", (s.acc_size,)),
+            For(i, const(s.acc_size), zero, "unroll"),
+            self._pipeline(),
+            self._store(),
+        )
+        return nest(blocks, seq(*self._tile_decls(), nest([tx], inner)))
+
+    def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:
+        """The descriptor view of `side`'s tile in buffer `stage` from (lane, kk) on."""
+        offset = add(self._base(side, stage), self._at(side, lane, const(kk)))
+        along_c, along_s = CORE * CORE_ROW_BYTES, self._contiguous(side) * CORE_ROW_BYTES
+        if self.ops.k_inner(side):  # c is k: LBO along c, SBO along s
+            return SharedMatrix(self.tiles[side], offset, True, along_c, along_s)
+        return SharedMatrix(self.tiles[side], offset, False, along_s, along_c)
+
+    def _compute(self, stage: Expr) -> Stmt:
+        """The slice's products: per 16 of k, one wgmma per 64-row slab; then a wait that
+        leaves at most `in_flight` slices of them running."""
+        s = self.s
+        out: list[Stmt] = [Wgmma("fence", acc=self.acc, acc_size=s.acc_size)]
+        first = mul(self.group, const(s.m_tiles * SLAB))
+        for kk in range(0, BK, K_STEP):
+            b = self._factor("col", stage, const(0), kk)
+            for t in range(s.m_tiles):
+                a = self._factor("row", stage, add(first, const(t * SLAB)), kk)
+                offset = t * s.bn // 2
+                out.append(Wgmma("mma", self.acc, offset, s.bn, self.dtype, a, b))
+        out.append(Wgmma("commit"))
+        out.append(Wgmma("wait", pending=s.in_flight, acc=self.acc, acc_size=s.acc_size))
+        return seq(out)
+
+    def _store(self) -> Stmt:
+        """Every accumulator through the epilogue to its (row, col), clipped at the edges."""
+        ops, s, stage = self.ops, self.s, self.ops.stage
+        out: list[Stmt] = []
+        if s.in_flight:
+            out.append(Wgmma("wait", pending=0, acc=self.acc, acc_size=s.acc_size))
+        per_slab = s.bn // 2
+        for t in range(s.m_tiles):
+            slab = add(self.row0, mul(self.group, const(s.m_tiles * SLAB)))
+            top = add(add(slab, const(t * SLAB)), add(mul(self.warp, const(16)), div(self.lane, 4)))
+            e = self.ctx.fresh("e")
+            row = add(top, mul(div(mod(var(e), 4), 2), const(8)))
+            col = add(
+                add(self.col0, mul(div(var(e), 4), const(CORE))),
+                add(mul(mod(self.lane, 4), const(2)), mod(var(e), 2)),
+            )
+            point = ops.at(self.batch, row, col, None)
+            value = Load(self.acc, (add(const(t * per_slab), var(e)),), "float32")
+            indices = tuple(point[a] for a in stage.axes)
+            store = Store(stage.buffer, indices, stage.finish(value, point))
+            conds = [] if covers(ops.rows.extent, s.bm) else [less(row, ops.rows.extent)]
+            conds += [] if covers(ops.cols.extent, s.bn) else [less(col, ops.cols.extent)]
+            out.append(For(e, const(per_slab), guard(all_of(conds), store), "unroll"))
+        return seq(out)

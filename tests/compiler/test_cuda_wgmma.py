@@ -1,0 +1,201 @@
+"""The Hopper tensor-core contraction mode (`wgmma`): where the space offers it, its checks,
+the rendered PTX, nvcc builds for sm_90 (as sm_90a), and emulated runs (the worker's path:
+emulated build, sandboxed run, verification against the reference evaluator) for every
+factor layout (K-major and M/N-major A and B), float16 and bfloat16, symbolic and
+non-dividing sizes, an epilogue and an int4-dequantizing prologue.
+
+The emulator reads the factors through the descriptors the kernel builds, by the layout the
+PTX ISA gives for them, so a tile stored one way and described another fails here. Whether
+the hardware reads them the same way is for the `gpu` tests on an sm_90 machine."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler.ir import Program
+from compiler.lower import lower
+from compiler.space import space_for
+from compiler.space.space import Config, Space
+from schemas.record import RecordStatus
+from schemas.target import Target
+from tests.compiler.test_cuda_wmma import assert_right, int4_matmul, matmul, modes
+from tests.compiler.test_lower import c, signature, t
+from worker import device
+from worker.build.cuda import CudaBuilder, build_arch
+
+SM80 = Target(kind="cuda", arch="sm_80")
+SM90 = Target(kind="cuda", arch="sm_90")
+VARIANTS: list[dict[str, Any]] = [
+    {"wgmma_bm": 64, "wgmma_bn": 64, "wgmma_groups": 1, "wgmma_stages": 2},
+    {"wgmma_bm": 128, "wgmma_bn": 128, "wgmma_groups": 2, "wgmma_stages": 3, "wgmma_in_flight": 1},
+    {"wgmma_bm": 128, "wgmma_bn": 64, "wgmma_groups": 1, "wgmma_stages": 4, "wgmma_in_flight": 1},
+    {"wgmma_bm": 256, "wgmma_bn": 128, "wgmma_groups": 2, "wgmma_stages": 3},
+    {"wgmma_bm": 64, "wgmma_bn": 256, "wgmma_groups": 1, "wgmma_stages": 2},
+]
+
+
+def wgmma_config(space: Space, **knobs: Any) -> Config:
+    """The naive config with every contraction stage in `wgmma` mode and `knobs` set."""
+    config = dict(space.naive())
+    for name in config:
+        knob = name.split(".", 1)[1]
+        if knob == "mode" and "wgmma" in space.knobs[name]:
+            config[name] = "wgmma"
+        elif knob in knobs:
+            config[name] = knobs[knob]
+    assert space.check(config) is None, space.check(config)
+    return config
+
+
+def matmul_nt(dtype: str, m: int, n: int, k: int, a_transposed: bool = False) -> Program:
+    """`A[m, k] x B[n, k]` (both K-major), or with `A[k, m]` (A M-major)."""
+    a = "float32(A[k, m])" if a_transposed else "float32(A[m, k])"
+    computes = [c("acc", "mn", [m, n], f"{a} * float32(B[n, k])", op="sum", over={"k": k})]
+    inputs = [t("A", [k, m] if a_transposed else [m, k], dtype), t("B", [n, k], dtype)]
+    return signature(computes, inputs, ["acc"])
+
+
+def test_offered_on_sm90_only() -> None:
+    assert "wgmma" in modes(matmul("float16", 64, 96, 80), SM90)
+    assert "wgmma" in modes(int4_matmul(), SM90)
+    assert "wgmma" not in modes(matmul("float16", 64, 96, 80), SM80)
+    assert "wgmma" not in modes(matmul("float32", 64, 96, 80), SM90)
+    assert not any("wgmma" in name for name in space_for(matmul("float16", 64, 96, 80), SM80).knobs)
+
+
+def test_check_rejects_what_the_warpgroups_cannot_tile_or_hold() -> None:
+    space = space_for(matmul("float16", 64, 96, 80), SM90)
+    config = wgmma_config(space)
+    odd = {**config, **{k: 64 for k in config if k.endswith("wgmma_bm")}}
+    odd.update({k: 2 for k in odd if k.endswith("wgmma_groups")})  # 32 rows per warpgroup
+    assert "slab" in (space.check(odd) or "")
+    big = {**config, **{k: 256 for k in config if k.endswith(("wgmma_bm", "wgmma_bn"))}}
+    big.update({k: 2 for k in big if k.endswith("wgmma_groups")})  # 256 accumulators
+    assert "registers" in (space.check(big) or "")
+    big.update({k: 128 for k in big if k.endswith("wgmma_bn")})
+    big.update({k: 4 for k in big if k.endswith("wgmma_stages")})  # 4 x 48 KiB: fits
+    assert space.check(big) is None
+    wide = {**big, **{k: 256 for k in big if k.endswith("wgmma_bn")}}
+    wide.update({k: 1 for k in wide if k.endswith("wgmma_groups")})
+    assert space.check(wide) is not None  # 4 slabs of 256 columns
+    eager = {**config, **{k: 1 for k in config if k.endswith("wgmma_in_flight")}}
+    assert space.check(eager) is None  # 3 stages: one slice ahead, one in flight
+    eager.update({k: 2 for k in eager if k.endswith("wgmma_stages")})
+    assert "no slice ahead" in (space.check(eager) or "")
+    tiled = {**config, **{k: 32 for k in config if k.endswith(".bm")}}
+    assert space.canonical(tiled) == config
+
+
+def test_renders_warpgroup_ptx_with_an_emulator_fallback() -> None:
+    program = matmul("bfloat16", 64, 96, 80, epilogue=True)
+    source = lower(program, SM90, wgmma_config(space_for(program, SM90))).source
+    for text in (
+        # A is K-major (trans-a 0), B[k, n] N-major (trans-b 1)
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+        "p, 1, 1, 0, 1;",
+        "::cuda_emu::wgmma<__nv_bfloat16>(d, 128, a, b, 0, 1);",
+        "wgmma.fence.sync.aligned;",
+        "wgmma.commit_group.sync.aligned;",
+        "wgmma.wait_group.sync.aligned 0;",
+        "wgmma_hold128(acc",  # 2 slabs x 64: accumulators pinned around the fence and the wait
+        "fence.proxy.async.shared::cta;",
+        "cp.async.cg.shared.global",
+        "extern __shared__ __align__(128)",  # tiles in dynamic shared memory
+        "__float2bfloat16_rn(",
+    ):
+        assert text in source, text
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_compiles_for_sm90a_without_spills() -> None:
+    programs = [matmul("float16", 64, 96, 80, epilogue=True), int4_matmul()]
+    found = []
+    for program in programs:
+        space = space_for(program, SM90)
+        found += [lower(program, SM90, wgmma_config(space, **v)) for v in VARIANTS]
+    assert build_arch("sm_90", found) == "sm_90a"
+    assert build_arch(
+        "sm_90", [lower(programs[0], SM90, space_for(programs[0], SM90).naive())]
+    ) == ("sm_90")
+    results = CudaBuilder().build_many(found, SM90, 600)
+    for kernel, result in zip(found, results, strict=True):
+        assert result.status == RecordStatus.OK, f"{result.log}\n{kernel.source}"
+        assert result.stats["arch"] == "sm_90a"
+        for stats in result.stats["kernels"].values():
+            assert stats["spill_store_bytes"] == 0 and stats["stack_bytes"] == 0
+
+
+emulated = pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
+
+
+def run(tmp_path: Path, program: Program, symbols: dict[str, int]) -> None:
+    space = space_for(program, SM90)
+    assert_right(tmp_path, program, [wgmma_config(space, **v) for v in VARIANTS], symbols)
+
+
+@emulated
+def test_float16_a_k_major_b_n_major_with_edges_and_epilogue(tmp_path: Path) -> None:
+    run(tmp_path, matmul("float16", 64, 96, 80, epilogue=True), {})
+
+
+@emulated
+def test_bfloat16_symbolic_rows(tmp_path: Path) -> None:
+    run(tmp_path, matmul("bfloat16", "M", 40, 48), {"M": 37})
+
+
+@emulated
+def test_float16_both_k_major(tmp_path: Path) -> None:
+    run(tmp_path, matmul_nt("float16", 70, 72, 128), {})
+
+
+@emulated
+def test_float16_a_m_major(tmp_path: Path) -> None:
+    run(tmp_path, matmul_nt("float16", 72, 40, 64, a_transposed=True), {})
+
+
+@emulated
+def test_int4_dequant_matmul_through_registers(tmp_path: Path) -> None:
+    run(tmp_path, int4_matmul(), {"M": 5})
+
+
+@emulated
+def test_more_k_slices_than_stages(tmp_path: Path) -> None:
+    """Every buffer is refilled several times: a refill while a wgmma in flight still reads
+    the buffer (the emulator runs it at its wait) gives a wrong answer."""
+    run(tmp_path, matmul("bfloat16", 64, 64, 400), {})
+
+
+def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
+    space = space_for(matmul("float16", 4096, 4096, 4096), SM90)
+    seeds = space.seeds()
+    modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
+    assert modes_of == ["wmma", "wgmma", "wgmma"]
+    assert all(space.check(seed) is None for seed in seeds)
+    assert seeds[1]["s0.wgmma_bn"] == 256 and seeds[1]["s0.wgmma_groups"] == 2
+    # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
+    assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
+    assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
+
+
+@pytest.mark.gpu
+def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
+    """The hardware reads the tiles as the emulator does: every variant above, and the
+    seeds, verified on the GPU against the reference."""
+    gpus = device.gpus()
+    if not gpus or gpus[0]["gpu_arch"] != "sm_90":
+        pytest.skip("needs an sm_90 GPU")
+    for program, symbols in (
+        (matmul("float16", 64, 96, 80, epilogue=True), {}),
+        (matmul("bfloat16", "M", 40, 48), {"M": 37}),
+        (matmul_nt("float16", 70, 72, 128), {}),
+        (matmul_nt("float16", 72, 40, 64, a_transposed=True), {}),
+        (matmul("bfloat16", 300, 520, 1000), {}),
+        (int4_matmul(), {"M": 5}),
+    ):
+        space = space_for(program, SM90)
+        configs = [wgmma_config(space, **v) for v in VARIANTS] + space.seeds()
+        assert_right(tmp_path, program, configs, symbols, emulate=False)
