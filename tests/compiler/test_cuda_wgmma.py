@@ -163,6 +163,15 @@ def test_int4_dequant_matmul_through_registers(tmp_path: Path) -> None:
 
 
 @emulated
+def test_grouped_block_order_covers_every_tile(tmp_path: Path) -> None:
+    """10 x 4 tiles in groups of 8 row tiles, the last group partial."""
+    program = matmul("float16", 600, 200, 64)
+    space = space_for(program, SM90)
+    configs = [wgmma_config(space, **VARIANTS[0], wgmma_raster=8)]
+    assert_right(tmp_path, program, configs, {})
+
+
+@emulated
 def test_more_k_slices_than_stages(tmp_path: Path) -> None:
     """Every buffer is refilled several times: a refill while a wgmma in flight still reads
     the buffer (the emulator runs it at its wait) gives a wrong answer."""
@@ -175,7 +184,7 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
     assert modes_of == ["wmma", "wgmma", "wgmma"]
     assert all(space.check(seed) is None for seed in seeds)
-    assert seeds[1]["s0.wgmma_bn"] == 256 and seeds[1]["s0.wgmma_groups"] == 2
+    assert seeds[1]["s0.wgmma_bn"] == 256 and seeds[1]["s0.wgmma_raster"] == 8
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []

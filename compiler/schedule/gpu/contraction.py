@@ -28,7 +28,8 @@ stored.
   `wmma` is offered, block tile `wgmma_bm x wgmma_bn` over `wgmma_groups` warpgroups (each a
   whole number of 64-row slabs), k slices of 64 through a `cp.async` pipeline of
   `wgmma_stages` buffers, `wgmma_in_flight` slices of products left running while the next
-  slice starts. Not yet measured on a GPU, so never the default.
+  slice starts, blocks ordered in groups of `wgmma_raster` row tiles. Not yet measured on a
+  GPU, so never the default.
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
 kernel); `canonical` resets them, so that sampling and mutation reach both kernels. `check`
@@ -93,6 +94,7 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_groups": (1, 2),
     "wgmma_stages": (3, 2, 4),
     "wgmma_in_flight": (0, 1),
+    "wgmma_raster": (1, 8),
 }
 MODES = ("plain", "tiled", "gemv")
 GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
@@ -150,8 +152,9 @@ class Contraction(Schedule):
 
     def seeds(self, stage: Stage, target: Target) -> list[Config]:
         """The tensor-core kernels' usual best shapes (128 x 128 WMMA tiles of 8 warps; for
-        wgmma 128 x 256 over two warpgroups and 128 x 128 over one, four stages, a slice in
-        flight), so a short tuning measures them whatever its search draws."""
+        wgmma 128 x 256 over two warpgroups in groups of 8 row tiles and 128 x 128 over one,
+        four stages, a slice in flight), so a short tuning measures them whatever its search
+        draws."""
         found = plan(stage)
         if found is None:
             return []
@@ -164,9 +167,9 @@ class Contraction(Schedule):
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
             seeds.append({**base, "mode": "wmma", **wmma, "wmma_stages": stages})
         if "wgmma" in modes:
-            for bn, groups in ((256, 2), (128, 1)):
+            for bn, groups, raster in ((256, 2, 8), (128, 1, 1)):
                 shape = {"wgmma_bm": 128, "wgmma_bn": bn, "wgmma_groups": groups}
-                extra = {"wgmma_stages": 4, "wgmma_in_flight": 1}
+                extra = {"wgmma_stages": 4, "wgmma_in_flight": 1, "wgmma_raster": raster}
                 seeds.append({**base, "mode": "wgmma", **shape, **extra})
         return [{k: v for k, v in seed.items() if k in knobs} for seed in seeds]
 

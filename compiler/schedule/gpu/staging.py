@@ -27,7 +27,7 @@ from typing import Protocol
 
 from compiler import dtypes
 from compiler.dtypes import INDEX, itemsize
-from compiler.ir import Call, Const, Expr, Load, substitute
+from compiler.ir import Binary, Call, Const, Expr, Load, substitute
 from compiler.loop import (
     AsyncCopy,
     Barrier,
@@ -95,17 +95,32 @@ class StagedTiles:
         self.tiles = {side: ctx.fresh("As" if side == "row" else "Bs") for side in SIDES}
         self.runs = {side: self._run(side) if shape.stages > 1 else 0 for side in SIDES}
 
-    def _bindings(self, bm: int, bn: int) -> tuple[list[Loop], Loop]:
+    def _bindings(self, bm: int, bn: int, raster: int = 1) -> tuple[list[Loop], Loop]:
         """The block bindings (x over column tiles of `bn`, y over row tiles of `bm`, z over
         the batch where there is one) and the thread binding; sets where the block's tile
-        starts and the thread's index."""
+        starts and the thread's index.
+
+        With `raster` > 1 blocks take tiles in groups of `raster` row tiles, column by
+        column within a group (Triton's grouped ordering): the blocks resident at once then
+        share row and column panels in L2 instead of all sweeping one row of tiles."""
         ops, ctx = self.ops, self.ctx
-        bx = bind(ctx, "bx", ceildiv(ops.cols.extent, bn), "blockIdx.x")
-        by = bind(ctx, "by", ceildiv(ops.rows.extent, bm), "blockIdx.y")
+        across, down = ceildiv(ops.cols.extent, bn), ceildiv(ops.rows.extent, bm)
+        bx = bind(ctx, "bx", across, "blockIdx.x")
+        by = bind(ctx, "by", down, "blockIdx.y")
         bz = bind(ctx, "bz", ops.batch.extent, "blockIdx.z")
         blocks = [bx, by] + ([bz] if const_value(ops.batch.extent) != 1 else [])
         self.batch = var(bz.var) if len(blocks) == 3 else const(0)
-        self.row0, self.col0 = mul(var(by.var), const(bm)), mul(var(bx.var), const(bn))
+        row: Expr = var(by.var)
+        col: Expr = var(bx.var)
+        if raster > 1:
+            order = add(mul(row, across), col)
+            per_group = mul(across, const(raster))
+            first = mul(Binary("//", order, per_group, INDEX), const(raster))
+            size = minimum(sub(down, first), const(raster))
+            within = Binary("%", order, per_group, INDEX)
+            row = add(first, Binary("%", within, size, INDEX))
+            col = Binary("//", within, size, INDEX)
+        self.row0, self.col0 = mul(row, const(bm)), mul(col, const(bn))
         tx = bind(ctx, "tx", self.s.threads, "threadIdx.x")
         self.tid = var(tx.var)
         return blocks, tx

@@ -3,8 +3,9 @@
 16-bit inputs and float32 accumulation. See `compiler.schedule.gpu.contraction` for the knobs.
 
 Grid as in the WMMA kernel (x over column tiles of `bn`, y over row tiles of `bm`, z over the
-batch). Block: `groups` warpgroups of 128 threads, stacked along M; each owns `bm / groups`
-rows of the block tile as `m_tiles` slabs of 64 rows by all `bn` columns, one `wgmma` of
+batch), the tiles optionally taken in groups of `raster` row tiles for L2 reuse. Block:
+`groups` warpgroups of 128 threads, stacked along M; each owns `bm / groups` rows of the
+block tile as `m_tiles` slabs of 64 rows by all `bn` columns, one `wgmma` of
 N = `bn` per slab and 16 of k, its accumulators `m_tiles * bn / 2` floats per thread.
 
 Shared tiles are the canonical no-swizzle layout of `wgmma`'s matrix descriptors: 8 x 8 core
@@ -86,6 +87,7 @@ class WgmmaShape:
     groups: int
     stages: int
     in_flight: int = 0  # slices of wgmmas left running while the next slice starts
+    raster: int = 1  # row tiles per group of the block order (`StagedTiles._bindings`)
 
     @classmethod
     def of(cls, config: Config) -> WgmmaShape:
@@ -95,6 +97,7 @@ class WgmmaShape:
             int(config["wgmma_groups"]),
             int(config["wgmma_stages"]),
             int(config.get("wgmma_in_flight", 0)),
+            int(config.get("wgmma_raster", 1)),
         )
 
     @property
@@ -181,7 +184,7 @@ class WgmmaKernel(StagedTiles):
 
     def lower(self) -> Stmt:
         s, ctx = self.s, self.ctx
-        blocks, tx = self._bindings(s.bm, s.bn)
+        blocks, tx = self._bindings(s.bm, s.bn, s.raster)
         group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
         self.group, self.warp, self.lane = var(group), var(warp), var(lane)
         self.acc = ctx.fresh("acc")
