@@ -12,7 +12,8 @@ stored.
   `split_k` slices k over grid z with a second kernel summing the slices (for small M x N);
   `async_copy` (with `double`; only on sm_80 and later where a side is a raw read of the
   accumulator's type, e.g. float32 data) copies raw sides' next slices with `cp.async`;
-* `gemv` (`gemv.py`): a warp per `gemv_cols` columns, k split over lanes in runs of `gemv_vec`,
+* `gemv` (`gemv.py`): a warp per `gemv_cols` columns, k split over lanes in runs of `gemv_vec`
+  (up to 32: an int4 lane then has 4 weight words in flight, not 1),
   `gemv_rows` rows per pass, `gemv_warps` warps per block (for M of 1..8; offered where M is
   symbolic or at most 64);
 * `wmma` (`wmma.py`): tensor cores (WMMA 16x16x16, float32 accumulators), block tile
@@ -79,7 +80,7 @@ GEMV: dict[str, tuple[Knob, ...]] = {
     "gemv_cols": (1, 2, 4, 8),
     "gemv_warps": (4, 1, 2, 8),
     "gemv_rows": (1, 2, 4, 8),
-    "gemv_vec": (1, 2, 4, 8),
+    "gemv_vec": (1, 2, 4, 8, 16, 32),
 }
 WMMA: dict[str, tuple[Knob, ...]] = {
     "wmma_bm": (64, 128),
