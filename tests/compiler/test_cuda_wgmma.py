@@ -188,6 +188,15 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
+    # Symbolic rows: the long-run GEMV kernel too; 4 rows: only that.
+    assert [s["s0.mode"] for s in space_for(int4_matmul(), SM90).seeds()] == [
+        "gemv",
+        "wmma",
+        "wgmma",
+        "wgmma",
+    ]
+    few = space_for(matmul("float16", 4, 4096, 4096), SM90).seeds()
+    assert [(s["s0.mode"], s["s0.gemv_rows"], s["s0.gemv_vec"]) for s in few] == [("gemv", 4, 32)]
 
 
 @pytest.mark.gpu

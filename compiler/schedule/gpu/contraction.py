@@ -152,17 +152,24 @@ class Contraction(Schedule):
         return config
 
     def seeds(self, stage: Stage, target: Target) -> list[Config]:
-        """The tensor-core kernels' usual best shapes (128 x 128 WMMA tiles of 8 warps; for
-        wgmma 128 x 256 over two warpgroups in groups of 8 row tiles and 128 x 128 over one,
-        four stages, a slice in flight), so a short tuning measures them whatever its search
-        draws."""
+        """The usual best shapes, so a short tuning measures them whatever its search draws:
+        where the GEMV kernel is offered in full (few or symbolic rows), runs of 32 k over 4
+        columns per warp; where rows may be many, the tensor-core kernels' 128 x 128 WMMA
+        tiles of 8 warps, and for wgmma 128 x 256 over two warpgroups in groups of 8 row
+        tiles and 128 x 128 over one, four stages, a slice in flight."""
         found = plan(stage)
         if found is None:
             return []
         knobs = self.knobs(stage, target)
-        modes = knobs["mode"]
-        base = first_values(knobs)
+        modes, base = knobs["mode"], first_values(knobs)
+        rows = const_value(operands(stage, found).rows.extent)
         seeds: list[Config] = []
+        if "gemv" in modes and len(knobs["gemv_vec"]) > 1:
+            few = rows if rows is not None and rows <= GEMV_ROWS else 1
+            gemv = {"gemv_cols": 4, "gemv_rows": few, "gemv_vec": 32}
+            seeds.append({**base, "mode": "gemv", **gemv})
+        if rows is not None and rows <= GEMV_ROWS:
+            return seeds
         if "wmma" in modes:
             stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
