@@ -129,6 +129,17 @@ def test_compiles_for_sm90a_without_spills() -> None:
             assert stats["spill_store_bytes"] == 0 and stats["stack_bytes"] == 0
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_seeds_keep_their_wgmmas_overlapping_at_4096() -> None:
+    """ptxas serializes the wgmmas of some shapes (C7514); the seeds are ones it does not."""
+    program = matmul("float16", 4096, 4096, 4096)
+    space = space_for(program, SM90)
+    seeds = [lower(program, SM90, seed) for seed in space.seeds()]
+    for kernel, result in zip(seeds, CudaBuilder().build_many(seeds, SM90, 600), strict=True):
+        assert result.status == RecordStatus.OK, result.log
+        assert "wgmma_serialized" not in next(iter(result.stats["kernels"].values())), kernel.source
+
+
 emulated = pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
 
 

@@ -168,6 +168,32 @@ def test_split_ptx_keeps_one_units_entries_under_their_names() -> None:
     assert "_param_0" not in second
 
 
+def test_split_ptx_skips_inline_asm_blocks_of_other_units() -> None:
+    """An inline asm block's closing brace on a line of its own ends nothing but the block."""
+    ptx = "\n".join(
+        [
+            ".visible .entry k__tunehub_batch0(",
+            ")",
+            "{",
+            "\t// begin inline asm",
+            "\t{",
+            ".reg .pred p;",
+            "}",
+            "\t// end inline asm",
+            "\tadd.s32 %r1, %r2, 1;",
+            "}",
+            ".visible .entry k__tunehub_batch1(",
+            ")",
+            "{",
+            "\tret;",
+            "}",
+        ]
+    )
+    second = split_ptx(ptx, 1)
+    assert "add.s32" not in second and ".reg .pred" not in second
+    assert second.count(".entry") == 1 and second.count("}") == 1
+
+
 def test_split_log_sends_each_diagnostic_to_its_candidate() -> None:
     log = "\n".join(
         [
@@ -191,7 +217,10 @@ def test_split_log_sends_each_diagnostic_to_its_candidate() -> None:
 
 
 def test_parse_ptxas_reads_every_figure() -> None:
-    log = """ptxas info    : 0 bytes gmem
+    log = """ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are \
+serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start \
+and end of the pipeline stage in the function 'gemm'
+ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'gemm' for 'sm_90'
 ptxas info    : Function properties for gemm
     24 bytes stack frame, 16 bytes spill stores, 8 bytes spill loads
@@ -210,6 +239,7 @@ ptxas info    : Used 12 registers, 360 bytes cmem[0]
             "barriers": 1,
             "shared_bytes": 33024,
             "constant_bytes": 392,
+            "wgmma_serialized": 1,
         },
         "tail": {
             "stack_bytes": 0,

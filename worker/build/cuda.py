@@ -224,6 +224,10 @@ def split_ptx(ptx: str, n: int) -> str:
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _ENTRY_INFO = re.compile(r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
 _USED = re.compile(r"Used (\d+) registers")
+_SERIALIZED = re.compile(
+    r"\(C75\d\d\) Potential Performance Loss: wgmma\.mma_async instructions are serialized"
+    r".*? in the function '([\w$.]+)'"
+)
 _USAGE = {
     "barriers": re.compile(r"used (\d+) barriers"),
     "shared_bytes": re.compile(r"(\d+) bytes smem"),
@@ -233,8 +237,12 @@ _USAGE = {
 
 def parse_ptxas(log: str) -> dict[str, dict[str, int]]:
     """Per function of a `ptxas -v` log: registers, barriers, shared_bytes (static),
-    constant_bytes, stack_bytes, spill_store_bytes, spill_load_bytes (those reported)."""
+    constant_bytes, stack_bytes, spill_store_bytes, spill_load_bytes (those reported), and
+    `wgmma_serialized` 1 where ptxas made the function's wgmmas wait for each other (its
+    C75xx "Potential Performance Loss" notes: the tensor cores then never overlap)."""
     stats: dict[str, dict[str, int]] = {}
+    for function in _SERIALIZED.findall(log):
+        stats.setdefault(function, {})["wgmma_serialized"] = 1
     current: str | None = None
     for line in log.splitlines():
         named = _ENTRY_INFO.search(line)

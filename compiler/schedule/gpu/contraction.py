@@ -155,8 +155,9 @@ class Contraction(Schedule):
         """The usual best shapes, so a short tuning measures them whatever its search draws:
         where the GEMV kernel is offered in full (few or symbolic rows), runs of 32 k over 4
         columns per warp; where rows may be many, the tensor-core kernels' 128 x 128 WMMA
-        tiles of 8 warps, and for wgmma 128 x 256 over two warpgroups in groups of 8 row
-        tiles and 128 x 128 over one, four stages, a slice in flight."""
+        tiles of 8 warps, and for wgmma 128 x 256 over two warpgroups with a slice in flight
+        and 128 x 128 over one without, four stages, blocks in groups of 8 row tiles (shapes
+        ptxas 13.0 keeps the wgmmas of overlapping: `parse_ptxas`'s `wgmma_serialized`)."""
         found = plan(stage)
         if found is None:
             return []
@@ -175,9 +176,9 @@ class Contraction(Schedule):
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
             seeds.append({**base, "mode": "wmma", **wmma, "wmma_stages": stages})
         if "wgmma" in modes:
-            for bn, groups, raster in ((256, 2, 8), (128, 1, 1)):
+            for bn, groups, in_flight in ((256, 2, 1), (128, 1, 0)):
                 shape = {"wgmma_bm": 128, "wgmma_bn": bn, "wgmma_groups": groups}
-                extra = {"wgmma_stages": 4, "wgmma_in_flight": 1, "wgmma_raster": raster}
+                extra = {"wgmma_stages": 4, "wgmma_in_flight": in_flight, "wgmma_raster": 8}
                 seeds.append({**base, "mode": "wgmma", **shape, **extra})
         return [{k: v for k, v in seed.items() if k in knobs} for seed in seeds]
 
