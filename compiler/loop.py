@@ -37,7 +37,8 @@ block; unlike other locals it may hold float16/bfloat16 (storage: a `Store` roun
 `Load` reads float32). `Barrier` waits for every thread of the block (`warp=True`: of the
 warp) and makes their memory writes visible; `Wmma` statements drive the tensor cores and
 `Wgmma` statements Hopper's warpgroup tensor cores; `AsyncCopy` statements (sm_80+ `cp.async`)
-copy global memory into shared memory while the thread goes on.
+copy global memory into shared memory while the thread goes on; `Mbarrier` statements (sm_90)
+let some threads wait for others without a block-wide barrier.
 A GPU function's workspaces are global buffers its caller allocates (see `compiler.kernel`).
 
 Names: tensor and symbol names come from the signature and are mangled by the renderer;
@@ -308,6 +309,38 @@ class Wgmma:
             raise ValueError("a wgmma needs both factors in shared memory and n in 8..256")
 
 
+MBARRIER_OPS = ("init", "arrive", "arrive_copies", "wait")
+
+
+@dataclass(frozen=True, slots=True)
+class Mbarrier:
+    """GPU, sm_90: a barrier object in shared memory (`mbarrier`), element `index` of the
+    shared int64 array `buffer`, that lets threads wait for others without stopping the
+    block. It counts arrivals; when `count` have arrived its phase completes and it rearms
+    for the next. `op`:
+
+    * `init`: arms it for `count` arrivals per phase (one thread, before a `Barrier`);
+    * `arrive`: one arrival; this thread's memory writes before it are visible to threads
+      whose `wait` returns after the phase completes;
+    * `arrive_copies`: one arrival, made once every `AsyncCopy` this thread issued before it
+      has landed (the thread goes on at once);
+    * `wait`: until the phase of parity `parity` (phases alternate 0, 1, 0, ...; waiting on
+      parity 1 before the first phase completes returns at once) has completed.
+    """
+
+    op: str
+    buffer: str
+    index: Expr = ZERO
+    count: int = 0
+    parity: Expr = ZERO
+
+    def __post_init__(self) -> None:
+        if self.op not in MBARRIER_OPS:
+            raise ValueError(f"unknown mbarrier operation {self.op!r}")
+        if self.op == "init" and self.count < 1:
+            raise ValueError("an mbarrier counts at least one arrival")
+
+
 @dataclass(frozen=True, slots=True)
 class Prefetch:
     """A hint to bring `buffer[indices]` into cache (never faults, even past the end): the
@@ -317,7 +350,20 @@ class Prefetch:
     indices: tuple[Expr, ...]
 
 
-Stmt = For | Seq | If | Store | Assign | Decl | Prefetch | Barrier | Wmma | AsyncCopy | Wgmma
+Stmt = (
+    For
+    | Seq
+    | If
+    | Store
+    | Assign
+    | Decl
+    | Prefetch
+    | Barrier
+    | Wmma
+    | AsyncCopy
+    | Wgmma
+    | Mbarrier
+)
 
 
 # ----------------------------------------------------------------------------- functions
@@ -541,6 +587,8 @@ def exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.offset, stmt.src, *(() if stmt.valid is None else (stmt.valid,)))
     if isinstance(stmt, Wgmma) and stmt.a is not None and stmt.b is not None:
         return (stmt.a.offset, stmt.b.offset)
+    if isinstance(stmt, Mbarrier):
+        return (stmt.index, stmt.parity)
     return ()
 
 
@@ -551,6 +599,8 @@ def buffers_used(stmt: Stmt) -> set[str]:
     for s in stmts(stmt):
         if isinstance(s, Wgmma) and s.a is not None and s.b is not None:
             used.update((s.acc, s.a.buffer, s.b.buffer))
+        elif isinstance(s, Mbarrier):
+            used.add(s.buffer)
     used.update(ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e))
     return used
 
@@ -582,6 +632,8 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
         assert isinstance(src, Load), "an async copy's source stays a load"
         valid = None if stmt.valid is None else fn(stmt.valid)
         return replace(stmt, offset=fn(stmt.offset), src=src, valid=valid)
+    if isinstance(stmt, Mbarrier):
+        return replace(stmt, index=fn(stmt.index), parity=fn(stmt.parity))
     if isinstance(stmt, Wgmma):
         if stmt.a is None or stmt.b is None:
             return stmt
@@ -721,6 +773,13 @@ def format_stmt(stmt: Stmt, depth: int = 0) -> str:
         valid = "" if stmt.valid is None else f" valid={format_expr(stmt.valid)}"
         head = f"{pad}async copy {stmt.size} {stmt.buffer}[{format_expr(stmt.offset)}]"
         return f"{head} = {format_expr(stmt.src)}{valid}"
+    if isinstance(stmt, Mbarrier):
+        at = f"{stmt.buffer}[{format_expr(stmt.index)}]"
+        if stmt.op == "init":
+            return f"{pad}mbarrier {at} init {stmt.count}"
+        if stmt.op == "wait":
+            return f"{pad}mbarrier {at} wait parity {format_expr(stmt.parity)}"
+        return f"{pad}mbarrier {at} {stmt.op}"
     if isinstance(stmt, Wgmma):
         if stmt.a is None or stmt.b is None:
             return f"{pad}wgmma {stmt.op}" + (f" {stmt.pending}" if stmt.op == "wait" else "")

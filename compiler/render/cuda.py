@@ -31,6 +31,7 @@ from compiler.loop import (
     Decl,
     For,
     Function,
+    Mbarrier,
     SharedMatrix,
     Wgmma,
     Wmma,
@@ -231,6 +232,40 @@ class CUDARenderer(CStyleRenderer):
                 f"{pad}{self._hold_helper(stmt.acc_size)}({stmt.acc});",
             )
         return lines
+
+    def _stmt_Mbarrier(self, stmt: Mbarrier, depth: int) -> list[str]:
+        pad = self.indent * depth
+        address = '"r"((unsigned)__cvta_generic_to_shared(bar))'
+        if stmt.op == "init":
+            ptx = (
+                f'"mbarrier.init.shared::cta.b64 [%0], %1;\\n" :: {address}, "r"(count) : "memory"'
+            )
+            fallback = "  ::cuda_emu::mbarrier_init(bar, count);"
+            params, extra = "int64_t* bar, unsigned count", f", {stmt.count}u"
+        elif stmt.op == "wait":
+            ptx = (
+                '"{\\n.reg .pred done;\\nWAIT:\\n'
+                "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\\n"
+                '@!done bra WAIT;\\n}\\n"'
+                f' :: {address}, "r"(parity) : "memory"'
+            )
+            fallback = "  ::cuda_emu::mbarrier_wait(bar, parity);"
+            params, extra = (
+                "int64_t* bar, unsigned parity",
+                f", (unsigned)({self.expr(stmt.parity)})",
+            )
+        elif stmt.op == "arrive":
+            ptx = f'"mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: {address} : "memory"'
+            fallback = "  ::cuda_emu::mbarrier_arrive(bar);"
+            params, extra = "int64_t* bar", ""
+        else:
+            ptx = (
+                f'"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n" :: {address} : "memory"'
+            )
+            fallback = "  ::cuda_emu::mbarrier_arrive(bar);"  # the copies have landed already
+            params, extra = "int64_t* bar", ""
+        helper = self._ptx_helper(f"mbarrier_{stmt.op}", params, ptx, fallback)
+        return [f"{pad}{helper}({stmt.buffer} + {self.expr(stmt.index)}{extra});"]
 
     def _descriptor(self, matrix: SharedMatrix) -> str:
         """A call building the 64-bit matrix descriptor of `matrix` (no swizzling, base

@@ -35,6 +35,15 @@ VARIANTS: list[dict[str, Any]] = [
     {"wgmma_bm": 128, "wgmma_bn": 64, "wgmma_groups": 1, "wgmma_stages": 4, "wgmma_in_flight": 1},
     {"wgmma_bm": 256, "wgmma_bn": 128, "wgmma_groups": 2, "wgmma_stages": 3},
     {"wgmma_bm": 64, "wgmma_bn": 256, "wgmma_groups": 1, "wgmma_stages": 2},
+    {"wgmma_bm": 128, "wgmma_bn": 64, "wgmma_groups": 2, "wgmma_stages": 3, "wgmma_producer": True},
+    {
+        "wgmma_bm": 128,
+        "wgmma_bn": 128,
+        "wgmma_groups": 1,
+        "wgmma_stages": 4,
+        "wgmma_in_flight": 1,
+        "wgmma_producer": True,
+    },
 ]
 
 
@@ -108,6 +117,22 @@ def test_renders_warpgroup_ptx_with_an_emulator_fallback() -> None:
         "__float2bfloat16_rn(",
     ):
         assert text in source, text
+
+
+def test_a_producer_warpgroup_hands_stages_over_through_mbarriers() -> None:
+    program = matmul("float16", 256, 256, 256)
+    space = space_for(program, SM90)
+    config = wgmma_config(space, **VARIANTS[-1])
+    kernel = lower(program, SM90, config)
+    assert kernel.launch["kernels"][0]["block"] == [256, 1, 1]  # producer + one warpgroup
+    for text in (
+        "mbarrier.init.shared::cta.b64",
+        "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        "mbarrier.arrive.shared::cta.b64 _,",
+    ):
+        assert text in kernel.source, text
+    assert kernel.source.count("__syncthreads();") == 1  # only after arming the barriers
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -193,9 +218,9 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     space = space_for(matmul("float16", 4096, 4096, 4096), SM90)
     seeds = space.seeds()
     modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
-    assert modes_of == ["wmma", "wgmma", "wgmma"]
+    assert modes_of == ["wmma", "wgmma", "wgmma", "wgmma"]
     assert all(space.check(seed) is None for seed in seeds)
-    assert seeds[1]["s0.wgmma_bn"] == 256 and seeds[1]["s0.wgmma_raster"] == 8
+    assert seeds[1]["s0.wgmma_bn"] == 256 and seeds[1]["s0.wgmma_producer"] is True
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
@@ -203,6 +228,7 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     assert [s["s0.mode"] for s in space_for(int4_matmul(), SM90).seeds()] == [
         "gemv",
         "wmma",
+        "wgmma",
         "wgmma",
         "wgmma",
     ]

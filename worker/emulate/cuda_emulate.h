@@ -120,7 +120,7 @@ constexpr int warpSize = 32;
 namespace cuda_emu {
 
 constexpr std::size_t STACK_BYTES = 256 * 1024;  // per CUDA thread (WMMA tiles live there)
-enum Wait { RUNNABLE = 0, AT_BLOCK_BARRIER = 1, AT_WARP_BARRIER = 2 };
+enum Wait { RUNNABLE = 0, AT_BLOCK_BARRIER = 1, AT_WARP_BARRIER = 2, AT_MBARRIER = 3 };
 
 // Threads that meet at barriers: the block (`__syncthreads`), or one warp.
 struct Group {
@@ -207,6 +207,7 @@ struct Fiber {
   unsigned char* stack = nullptr;
   bool finished = false;
   Wait wait = RUNNABLE;
+  const void* awaited = nullptr;  // the mbarrier it waits on (AT_MBARRIER)
   PendingMma mmas[MAX_PENDING_MMAS];
   unsigned pending = 0;    // queued wgmmas
   unsigned committed = 0;  // wgmma groups committed in this block
@@ -405,9 +406,9 @@ inline int run(dim3 grid, dim3 block, std::size_t shared, void (*body)(void*), v
       for (unsigned x = 0; x < grid.x && status == 0; x++) {
         blockIdx = uint3{x, y, z};
         if (!run_block(launch, reverse))
-          status = fail("deadlock: threads wait at a barrier (__syncthreads or a warp-level "
-                        "operation) that the other live threads of their block or warp never "
-                        "reach");
+          status = fail("deadlock: threads wait at a barrier (__syncthreads, a warp-level "
+                        "operation or an mbarrier) that the other live threads of their block "
+                        "or warp never reach or complete");
       }
   current = nullptr;
   ::operator delete(launch.dynamic_shared, std::align_val_t(128));
@@ -933,6 +934,38 @@ inline void wgmma_wait(unsigned in_flight) {
       self.mmas[kept++] = op;
   }
   self.pending = kept;
+}
+
+// ---- mbarriers (sm_90) ------------------------------------------------------------------------
+// The 64-bit object in shared memory holds, as here only: the arrivals still missing in the
+// current phase (bits 0-30), the phase's parity (bit 31) and the arrivals per phase (bits
+// 32-62). A thread waiting on a phase that has not completed sleeps until an arrival completes
+// it, so threads that wait on each other forever are reported as a deadlock.
+inline void mbarrier_init(std::int64_t* bar, unsigned count) {
+  *bar = static_cast<std::int64_t>((static_cast<std::uint64_t>(count) << 32) | count);
+}
+
+inline void mbarrier_arrive(std::int64_t* bar) {
+  auto word = static_cast<std::uint64_t>(*bar);
+  std::uint64_t expected = word >> 32, phase = (word >> 31) & 1, missing = word & 0x7fffffffu;
+  if (--missing == 0) {
+    missing = expected;
+    phase ^= 1;
+    for (unsigned t = 0; t < current->threads; t++)
+      if (current->fibers[t].wait == AT_MBARRIER && current->fibers[t].awaited == bar)
+        current->fibers[t].wait = RUNNABLE;
+  }
+  *bar = static_cast<std::int64_t>(expected << 32 | phase << 31 | missing);
+}
+
+// Until the phase of `parity` has completed: the current phase has the other parity.
+inline void mbarrier_wait(std::int64_t* bar, unsigned parity) {
+  Fiber& self = current->fibers[current->running];
+  while (((static_cast<std::uint64_t>(*bar) >> 31) & 1) == (parity & 1)) {
+    self.wait = AT_MBARRIER;
+    self.awaited = bar;
+    switch_context(self.context, current->scheduler);
+  }
 }
 
 }  // namespace cuda_emu

@@ -29,8 +29,9 @@ stored.
   `wmma` is offered, block tile `wgmma_bm x wgmma_bn` over `wgmma_groups` warpgroups (each a
   whole number of 64-row slabs), k slices of 64 through a `cp.async` pipeline of
   `wgmma_stages` buffers, `wgmma_in_flight` slices of products left running while the next
-  slice starts, blocks ordered in groups of `wgmma_raster` row tiles. Not yet measured on a
-  GPU, so never the default.
+  slice starts, blocks ordered in groups of `wgmma_raster` row tiles, and with
+  `wgmma_producer` one more warpgroup that only loads. Not yet measured on a GPU, so never
+  the default.
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
 kernel); `canonical` resets them, so that sampling and mutation reach both kernels. `check`
@@ -96,6 +97,7 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_stages": (3, 2, 4),
     "wgmma_in_flight": (0, 1),
     "wgmma_raster": (1, 8),
+    "wgmma_producer": (False, True),
 }
 MODES = ("plain", "tiled", "gemv")
 GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
@@ -156,8 +158,9 @@ class Contraction(Schedule):
         where the GEMV kernel is offered in full (few or symbolic rows), runs of 32 k over 4
         columns per warp; where rows may be many, the tensor-core kernels' 128 x 128 WMMA
         tiles of 8 warps, and for wgmma 128 x 256 over two warpgroups with a slice in flight
-        and 128 x 128 over one without, four stages, blocks in groups of 8 row tiles (shapes
-        ptxas 13.0 keeps the wgmmas of overlapping: `parse_ptxas`'s `wgmma_serialized`)."""
+        (with and without a producer warpgroup) and 128 x 128 over one without, four stages,
+        blocks in groups of 8 row tiles (shapes ptxas 13.0 keeps the wgmmas of overlapping:
+        `parse_ptxas`'s `wgmma_serialized`)."""
         found = plan(stage)
         if found is None:
             return []
@@ -176,10 +179,16 @@ class Contraction(Schedule):
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
             seeds.append({**base, "mode": "wmma", **wmma, "wmma_stages": stages})
         if "wgmma" in modes:
-            for bn, groups, in_flight in ((256, 2, 1), (128, 1, 0)):
+            for bn, groups, in_flight, producer in (
+                (256, 2, 1, True),
+                (256, 2, 1, False),
+                (128, 1, 0, False),
+            ):
                 shape = {"wgmma_bm": 128, "wgmma_bn": bn, "wgmma_groups": groups}
                 extra = {"wgmma_stages": 4, "wgmma_in_flight": in_flight, "wgmma_raster": 8}
-                seeds.append({**base, "mode": "wgmma", **shape, **extra})
+                seeds.append(
+                    {**base, "mode": "wgmma", **shape, **extra, "wgmma_producer": producer}
+                )
         return [{k: v for k, v in seed.items() if k in knobs} for seed in seeds]
 
     def canonical(self, stage: Stage, target: Target, config: Config) -> Config:

@@ -74,6 +74,11 @@ class TileShape(Protocol):
     @property
     def threads(self) -> int: ...
 
+    @property
+    def loaders(self) -> int:
+        """The threads that load the tiles, the first ones of the block."""
+        ...
+
     def width(self, side: str) -> int: ...
 
     def tile_elements(self, ops: Operands, side: str) -> int: ...
@@ -151,7 +156,7 @@ class StagedTiles:
         if load is None or found is None:
             return 0
         for run in RUNS:
-            whole = (self.s.width(side) * self.bk // run) % self.s.threads == 0
+            whole = (self.s.width(side) * self.bk // run) % self.s.loaders == 0
             if whole and aligned_run(load, found[0], run, self.ops.shapes):
                 return run
         return 0
@@ -236,7 +241,7 @@ class StagedTiles:
         store: Stmt = Store(tile, at, value)
         cond = all_of(conds)
         body = store if cond is None else If(cond, store, Store(tile, at, Const(0, "float32")))
-        return For(n, const(s.width(side) * self.bk // s.threads), body, "unroll", factor=1)
+        return For(n, const(s.width(side) * self.bk // s.loaders), body, "unroll", factor=1)
 
     def _copy(self, side: str, k0: Expr, stage: Expr) -> Stmt:
         """This thread's share of raw `side`'s tile at k slice `k0` as `cp.async` runs; a
@@ -270,5 +275,5 @@ class StagedTiles:
             valid = Call("where", (less(cross, cross_extent), full, const(0)), INDEX)
         at = add(self._base(side, stage), self._at(side, lane, kk))
         copy = AsyncCopy("copy", self.tiles[side], at, src, run * size, valid)
-        count = s.width(side) * self.bk // run // s.threads
+        count = s.width(side) * self.bk // run // s.loaders
         return For(n, const(count), copy, "unroll", factor=1)

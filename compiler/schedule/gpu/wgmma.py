@@ -31,6 +31,16 @@ cores (`fence.proxy.async`). The slice's math is
 slices of them are still running: with 1 the tensor cores work on while the next slice starts,
 and the pipeline issues one slice less ahead, so no buffer they read is refilled.
 
+With `producer` a warpgroup of its own (the first) loads the tiles and the `groups` after it
+only compute, as Hopper GEMMs do (warp specialization), so address arithmetic and copy issue
+never stall the tensor cores' warps. Stages hand over through two mbarriers each: `full[s]`
+completes when all 128 producer threads' copies into stage s have landed (`cp.async` arrivals,
+which do not make the producer wait), `empty[s]` when every consumer thread is done with it.
+The producer fills slice t into stage t % stages once `empty` has completed for the slice
+`stages` earlier; a consumer waits for `full`, makes the tiles visible to the tensor cores,
+computes, and releases the stage whose products are complete (with `in_flight`, the one
+before). No block-wide barrier is needed after the barriers are armed.
+
 Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
 its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
 8 * (i / 4) + 2 * (l % 4) + i % 2. The store applies the epilogue to each, clipped at the edges.
@@ -44,19 +54,25 @@ from compiler.dtypes import INDEX
 from compiler.ir import Const, Expr, Load
 from compiler.loop import (
     CORE_ROW_BYTES,
+    AsyncCopy,
+    Barrier,
     Decl,
     For,
+    If,
+    Mbarrier,
     SharedMatrix,
     Stmt,
     Store,
     Wgmma,
     add,
+    ceildiv,
     const,
     mul,
     seq,
+    sub,
     var,
 )
-from compiler.schedule.gpu.blocks import WARP, all_of, covers, div, guard, less, mod
+from compiler.schedule.gpu.blocks import WARP, all_of, covers, div, equal, guard, less, mod
 from compiler.schedule.gpu.operands import Operands
 from compiler.schedule.gpu.staging import SIDES, StagedTiles
 from compiler.schedule.gpu.wmma import staged
@@ -88,6 +104,7 @@ class WgmmaShape:
     stages: int
     in_flight: int = 0  # slices of wgmmas left running while the next slice starts
     raster: int = 1  # row tiles per group of the block order (`StagedTiles._bindings`)
+    producer: bool = False  # a warpgroup of its own loads the tiles (see the module doc)
 
     @classmethod
     def of(cls, config: Config) -> WgmmaShape:
@@ -98,11 +115,16 @@ class WgmmaShape:
             int(config["wgmma_stages"]),
             int(config.get("wgmma_in_flight", 0)),
             int(config.get("wgmma_raster", 1)),
+            bool(config.get("wgmma_producer", False)),
         )
 
     @property
     def threads(self) -> int:
-        return self.groups * WARPGROUP
+        return (self.groups + self.producer) * WARPGROUP
+
+    @property
+    def loaders(self) -> int:
+        return WARPGROUP if self.producer else self.threads
 
     @property
     def m_tiles(self) -> int:
@@ -122,8 +144,8 @@ class WgmmaShape:
         if self.stages - 1 - self.in_flight < 1:
             return f"{self.stages} stages leave no slice ahead with {self.in_flight} in flight"
         for width in (self.bm, self.bn):
-            if (width * BK // CORE) % self.threads:
-                return f"a {width} x {BK} tile does not split evenly over {self.threads} threads"
+            if (width * BK // CORE) % self.loaders:
+                return f"a {width} x {BK} tile does not split evenly over {self.loaders} threads"
         return None
 
     def width(self, side: str) -> int:
@@ -154,6 +176,8 @@ class WgmmaKernel(StagedTiles):
         super().__init__(ops, shape, ctx, dtype)
         self.runs = {side: run if run == CORE else 0 for side, run in self.runs.items()}
         self.lag = shape.in_flight
+        names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
+        self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
 
     def _contiguous(self, side: str) -> int:
         """The tile's extent along its contiguous direction (`C` in the module doc)."""
@@ -169,7 +193,7 @@ class WgmmaKernel(StagedTiles):
     def _slot(self, side: str, n: str, run: int) -> tuple[Expr, Expr]:
         """(lane, k offset) of the first of the `run` elements at tile offset `run * f` for
         pass `n`'s flat index f: consecutive threads take consecutive tile positions."""
-        f = add(mul(var(n), const(self.s.threads)), self.tid)
+        f = add(mul(var(n), const(self.s.loaders)), self.tid)
         per_chunk = CORE // run  # flat indices per 16-byte chunk
         chunk, within = div(f, per_chunk), mul(mod(f, per_chunk), const(run))
         per_row = self._contiguous(side) // CORE
@@ -190,16 +214,65 @@ class WgmmaKernel(StagedTiles):
         self.acc = ctx.fresh("acc")
         i = ctx.fresh("i")
         zero = Store(self.acc, (var(i),), Const(0.0, "float32"))
-        inner = seq(
-            Decl(group, INDEX, init=div(self.tid, WARPGROUP)),
-            Decl(warp, INDEX, init=div(mod(self.tid, WARPGROUP), WARP)),
-            Decl(lane, INDEX, init=mod(self.tid, WARP)),
+        consumer = div(self.tid, WARPGROUP)  # the math's warpgroups follow the producer's
+        math: list[Stmt] = [
             Decl(self.acc, "float32", (s.acc_size,)),
             For(i, const(s.acc_size), zero, "unroll"),
-            self._pipeline(),
-            self._store(),
+        ]
+        head: list[Stmt] = [
+            Decl(group, INDEX, init=sub(consumer, const(1)) if s.producer else consumer),
+            Decl(warp, INDEX, init=div(mod(self.tid, WARPGROUP), WARP)),
+            Decl(lane, INDEX, init=mod(self.tid, WARP)),
+        ]
+        if s.producer:
+            inner = seq(*head, *self._specialized(math, less(self.tid, const(WARPGROUP))))
+        else:
+            inner = seq(*head, *math, self._pipeline(), self._store())
+        return nest(blocks, seq(*self._tile_decls(), *self.barriers, nest([tx], inner)))
+
+    def _specialized(self, math: list[Stmt], producing: Expr) -> list[Stmt]:
+        """The producer's and the consumers' parts (module doc), after one thread arms the
+        stages' barriers: `full[s]` completes when the producer has filled stage s,
+        `empty[s]` when every consumer is done with it."""
+        s, ctx = self.s, self.ctx
+        full, empty = self.barriers[0].name, self.barriers[1].name
+        count = ceildiv(self.ops.k.extent, BK)
+        b = ctx.fresh("b")
+        init = For(
+            b,
+            const(s.stages),
+            seq(
+                Mbarrier("init", full, var(b), count=WARPGROUP),
+                Mbarrier("init", empty, var(b), count=s.groups * WARPGROUP),
+            ),
         )
-        return nest(blocks, seq(*self._tile_decls(), nest([tx], inner)))
+        arm = [guard(equal(self.tid, const(0)), init), Barrier()]
+        copies = any(self.runs.values())
+        stores = not all(self.runs.values())
+        t = ctx.fresh("t")
+        stage, round_ = mod(var(t), s.stages), div(var(t), s.stages)
+        fill = seq(
+            Mbarrier("wait", empty, stage, parity=mod(add(round_, const(1)), 2)),
+            self._load(var(t), stage),
+            *([Wgmma("proxy_fence")] if stores else []),
+            Mbarrier("arrive_copies" if copies else "arrive", full, stage),
+        )
+        drain = [AsyncCopy("commit"), AsyncCopy("wait", pending=0)] if copies else []
+        producer = seq(For(t, count, fill), *drain)
+        u = ctx.fresh("t")
+        stage, round_ = mod(var(u), s.stages), div(var(u), s.stages)
+        done = stage  # the stage whose products are complete: this one, or the one before
+        if s.in_flight:
+            done = mod(add(var(u), const(s.stages - 1)), s.stages)
+        release = Mbarrier("arrive", empty, done)
+        use = seq(
+            Mbarrier("wait", full, stage, parity=mod(round_, 2)),
+            Wgmma("proxy_fence"),
+            self._compute(stage),
+            guard(less(const(0), var(u)) if s.in_flight else None, release),
+        )
+        consumer = seq(*math, For(u, count, use), self._store())
+        return [*arm, If(producing, producer, consumer)]
 
     def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:
         """The descriptor view of `side`'s tile in buffer `stage` from (lane, kk) on."""

@@ -96,6 +96,10 @@ class WmmaShape:
         return self.warps * WARP
 
     @property
+    def loaders(self) -> int:
+        return self.threads
+
+    @property
     def warp_rows(self) -> int:
         return self.bm // (FRAG * self.frags)
 
@@ -188,7 +192,7 @@ class WmmaKernel(StagedTiles):
         """(lane, k offset) of the first of the `run` elements that pass `n` of the loading
         loop gives this thread: consecutive threads take consecutive runs along the
         contiguous direction."""
-        f = add(mul(var(n), const(self.s.threads)), self.tid)
+        f = add(mul(var(n), const(self.s.loaders)), self.tid)
         if self.ops.k_inner(side):
             per_lane = BK // run
             return div(f, per_lane), mul(mod(f, per_lane), const(run))
