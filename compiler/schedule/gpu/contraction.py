@@ -52,13 +52,13 @@ from compiler.schedule.gpu.fallback import naive_kernel
 from compiler.schedule.gpu.gemv import Gemv
 from compiler.schedule.gpu.operands import Operands, operands
 from compiler.schedule.gpu.reduction import Reduction
+from compiler.schedule.gpu.staging import staged
 from compiler.schedule.gpu.tiles import SIDES, Shape, Tiled, async_tiles, vectorized
 from compiler.schedule.gpu.wgmma import WgmmaKernel, WgmmaShape, warpgroup_mma
 from compiler.schedule.gpu.wmma import (
     WmmaKernel,
     WmmaShape,
     async_copies,
-    staged,
     tensor_cores,
 )
 from compiler.schedule.stage import Context, Schedule, first_values

@@ -27,7 +27,7 @@ from typing import Protocol
 
 from compiler import dtypes
 from compiler.dtypes import INDEX, itemsize
-from compiler.ir import Binary, Call, Const, Expr, Load, substitute
+from compiler.ir import Binary, Call, Const, Expr, Load, loads, substitute
 from compiler.loop import (
     AsyncCopy,
     Barrier,
@@ -65,6 +65,21 @@ def raw(ops: Operands, side: str) -> Load | None:
     return load
 
 
+def staged(ops: Operands) -> str | None:
+    """The 16-bit float dtype both factor sides are staged as, or None where the sides do
+    not both read exactly one (the same) 16-bit float type among their float inputs, or the
+    accumulator is not float32."""
+    if ops.acc != "float32":
+        return None
+    found = set()
+    for side in (ops.row_side, ops.col_side):
+        floats = {ld.dtype for ld in loads(side) if dtypes.is_float(ld.dtype)}
+        if len(floats) != 1 or not dtypes.is_half(next(iter(floats))):
+            return None
+        found |= floats
+    return found.pop() if len(found) == 1 else None
+
+
 class TileShape(Protocol):
     """What the pipeline needs of a kernel's knob values."""
 
@@ -83,6 +98,8 @@ class TileShape(Protocol):
 
     def tile_elements(self, ops: Operands, side: str) -> int: ...
 
+    def error(self) -> str | None: ...
+
 
 class StagedTiles:
     """The tile loads and the pipeline of one contraction kernel (see the module doc)."""
@@ -95,7 +112,9 @@ class StagedTiles:
     row0: Expr  # where the block's tile starts along the rows and the columns
     col0: Expr
 
-    def __init__(self, ops: Operands, shape: TileShape, ctx: Context, dtype: str) -> None:
+    def __init__(self, ops: Operands, shape: TileShape, ctx: Context) -> None:
+        dtype = staged(ops)
+        assert dtype is not None and shape.error() is None
         self.ops, self.s, self.ctx, self.dtype = ops, shape, ctx, dtype
         self.tiles = {side: ctx.fresh("As" if side == "row" else "Bs") for side in SIDES}
         self.runs = {side: self._run(side) if shape.stages > 1 else 0 for side in SIDES}

@@ -74,8 +74,7 @@ from compiler.loop import (
 )
 from compiler.schedule.gpu.blocks import WARP, all_of, covers, div, equal, guard, less, mod
 from compiler.schedule.gpu.operands import Operands
-from compiler.schedule.gpu.staging import SIDES, StagedTiles
-from compiler.schedule.gpu.wmma import staged
+from compiler.schedule.gpu.staging import SIDES, StagedTiles, staged
 from compiler.schedule.stage import Context, nest
 from compiler.space.limits import capability
 from compiler.space.space import Config
@@ -171,9 +170,7 @@ class WgmmaKernel(StagedTiles):
     s: WgmmaShape
 
     def __init__(self, ops: Operands, shape: WgmmaShape, ctx: Context) -> None:
-        dtype = staged(ops)
-        assert dtype is not None and shape.error() is None
-        super().__init__(ops, shape, ctx, dtype)
+        super().__init__(ops, shape, ctx)
         self.runs = {side: run if run == CORE else 0 for side, run in self.runs.items()}
         self.lag = shape.in_flight
         names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()

@@ -19,7 +19,7 @@ The store passes each accumulator fragment through a per-warp 16 x 16 float32 sc
 shared memory (`store_matrix_sync`, `__syncwarp`), from which every lane applies the epilogue
 (bias, activation, residual, casts) to 8 elements, clipped at the edges.
 
-The staged dtype (`staged`) is the one 16-bit float type a side's float inputs have: a side
+The staged dtype (`staging.staged`) is the one 16-bit float type a side's float inputs have: a side
 reading only float16 data (and integers: int4 weights with float16 scales) is staged as
 float16, its value rounded there, as tensor-core int4 kernels round the dequantized weights.
 """
@@ -28,9 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler import dtypes
 from compiler.dtypes import INDEX
-from compiler.ir import Expr, Load, loads
+from compiler.ir import Expr, Load
 from compiler.loop import Barrier, Decl, For, Stmt, Store, Wmma, add, const, mul, seq, var
 from compiler.schedule.gpu.blocks import WARP, all_of, covers, div, guard, less, mod
 from compiler.schedule.gpu.operands import Operands
@@ -43,21 +42,6 @@ from schemas.target import Target
 FRAG = 16  # the WMMA fragment's M, N and K
 BK = 32  # k per shared-memory slice
 PAD = 8  # elements of padding per tile row
-
-
-def staged(ops: Operands) -> str | None:
-    """The 16-bit float dtype both factor sides are staged as, or None where the sides do
-    not both read exactly one (the same) 16-bit float type among their float inputs, or the
-    accumulator is not float32."""
-    if ops.acc != "float32":
-        return None
-    found = set()
-    for side in (ops.row_side, ops.col_side):
-        floats = {ld.dtype for ld in loads(side) if dtypes.is_float(ld.dtype)}
-        if len(floats) != 1 or not dtypes.is_half(next(iter(floats))):
-            return None
-        found |= floats
-    return found.pop() if len(found) == 1 else None
 
 
 def tensor_cores(target: Target, dtype: str) -> bool:
@@ -155,9 +139,7 @@ class WmmaKernel(StagedTiles):
     s: WmmaShape
 
     def __init__(self, ops: Operands, shape: WmmaShape, ctx: Context) -> None:
-        dtype = staged(ops)
-        assert dtype is not None and shape.error() is None
-        super().__init__(ops, shape, ctx, dtype)
+        super().__init__(ops, shape, ctx)
         self.ld = {side: shape.ld(ops, side) for side in SIDES}
         self.scratch = ctx.fresh("Cs")
 
