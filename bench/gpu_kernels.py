@@ -104,6 +104,7 @@ class Tuned:
     failures: dict[str, int]
     flops: int | None
     kernel_dir: str | None
+    by_mode: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,6 +127,7 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
     from bench.tuning import scratch_database, tune
     from client.kernel import save_kernel
     from schemas import TaskSignature
+    from schemas.record import RecordStatus
     from schemas.target import Target
     from server.db import store
     from server.db.session import session_scope
@@ -141,6 +143,11 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
                 sessions, executor, signature, target, trials=trials, symbols=w.symbols, seed=seed
             )
             kernel_dir = None
+            with session_scope(sessions) as s:
+                records = store.list_records(
+                    s, tuning_id=summary.tuning_id, status=RecordStatus.OK, limit=None
+                )
+                by_mode = best_by_mode([(r.config, r.latency_s) for r in records])
             if summary.best is not None and summary.best.artifact_sha256 is not None:
                 with session_scope(sessions) as s:
                     artifact = store.get_artifact(s, summary.best.artifact_sha256)
@@ -157,10 +164,24 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
                 failures=summary.failures,
                 flops=summary.flops,
                 kernel_dir=kernel_dir,
+                by_mode=by_mode,
             )
             best = f"{summary.best.latency_s * 1e6:.1f} us" if summary.best else "no kernel"
             print(f"tuned {w.name} on {target}: {summary.trials} trials, {wall:.0f} s, {best}")
     return tuned
+
+
+def best_by_mode(measured: list[tuple[dict[str, Any], float | None]]) -> dict[str, float]:
+    """The least latency per combination of the stages' kernel modes (`s0=wgmma`), so a
+    report shows which kernel family won and by how much."""
+    best: dict[str, float] = {}
+    for config, latency in measured:
+        if latency is None:
+            continue
+        modes = sorted((k.split(".")[0], v) for k, v in config.items() if k.endswith(".mode"))
+        key = ", ".join(f"{stage}={mode}" for stage, mode in modes) or "-"
+        best[key] = min(best.get(key, latency), latency)
+    return dict(sorted(best.items(), key=lambda item: item[1]))
 
 
 # ------------------------------------------------------------------------------ timing
@@ -306,6 +327,7 @@ def measure(torch: Any, timer: Timer, w: Workload, tuned: Tuned | None) -> list[
         "tuning_wall_s": tuned.wall_s,
         "config": tuned.config,
         "failures": tuned.failures,
+        "best_by_mode_s": tuned.by_mode,
     }
     return results
 
@@ -384,6 +406,16 @@ def gpu_description(torch: Any) -> dict[str, Any]:
     }
 
 
+def mode_lines(results: list[Result]) -> list[str]:
+    lines = []
+    for r in results:
+        by_mode = r.extra.get("best_by_mode_s")
+        if by_mode:
+            modes = ", ".join(f"{mode} {latency * 1e6:.1f} us" for mode, latency in by_mode.items())
+            lines.append(f"{r.workload}: {modes}")
+    return lines
+
+
 def write_report(
     out: Path,
     args: argparse.Namespace,
@@ -408,6 +440,10 @@ def write_report(
         table(results, bandwidth),
         "",
         *(f"- {line}" for line in bars(results, bandwidth)),
+        "",
+        "Best tuned latency per kernel mode (the tuner's own measurements):",
+        "",
+        *(f"- {line}" for line in mode_lines(results)),
         "",
     ]
     out.mkdir(parents=True, exist_ok=True)

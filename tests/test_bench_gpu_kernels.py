@@ -1,5 +1,5 @@
 """`bench/gpu_kernels.py` on a machine without a GPU: one clear line and a failing exit, before
-it tunes or imports anything heavy."""
+it tunes or imports anything heavy; and its per-mode summary."""
 
 from __future__ import annotations
 
@@ -28,3 +28,17 @@ def test_without_a_gpu_it_exits_with_one_clear_line(tmp_path: Path) -> None:
         "gpu_kernels: no CUDA GPU visible to cuda-python here; run it on a GPU machine"
     ]
     assert not any(tmp_path.iterdir())
+
+
+def test_the_report_names_each_kernel_modes_best() -> None:
+    from bench.gpu_kernels import best_by_mode
+
+    measured = [
+        ({"s0.mode": "wgmma", "s0.bm": 128}, 2e-4),
+        ({"s0.mode": "wgmma", "s0.bm": 64}, 3e-4),
+        ({"s0.mode": "tiled", "s0.bm": 64}, 9e-4),
+        ({"s0.mode": "wmma"}, None),  # failed: no latency
+        ({"s0.group": 2, "s1.mode": "rows"}, 5e-4),
+    ]
+    assert best_by_mode(measured) == {"s0=wgmma": 2e-4, "s1=rows": 5e-4, "s0=tiled": 9e-4}
+    assert best_by_mode([({"g0.fuse": True}, 1e-3)]) == {"-": 1e-3}
