@@ -132,6 +132,7 @@ struct Warp {
   Group group;
   unsigned live_mask = 0;
   alignas(16) unsigned char slot[32][16];  // one value per lane for shuffles and votes
+  alignas(16) unsigned char tile[256 * 4];  // a WMMA product, computed a share per lane
 };
 
 // Switching between fibers. On x86-64, six callee-saved registers and the stack pointer,
@@ -735,10 +736,11 @@ template <class H>
 H __hmin(H a, H b) { return H(std::fmin(float(a), float(b))); }
 
 // ---- tensor cores (WMMA) -------------------------------------------------------------------
-// Every lane holds the whole tile and computes the whole product (32 times the work, the same
-// result); element-wise loops over `x[0..num_elements)` therefore touch every element, as
-// they do, spread over the lanes, on the device. Products accumulate in float (int for
-// integer inputs); tf32 inputs are truncated to tf32's 10-bit mantissa.
+// Every lane holds the whole tile (the same values in every lane); element-wise loops over
+// `x[0..num_elements)` therefore touch every element, as they do, spread over the lanes, on
+// the device. `mma_sync` is warp-collective: the lanes share out the product's elements.
+// Products accumulate in float (int for integer inputs); tf32 inputs are truncated to tf32's
+// 10-bit mantissa.
 namespace nvcuda {
 namespace wmma {
 
@@ -843,22 +845,30 @@ void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matrix_a, M,
               const fragment<accumulator, M, N, K, TC>& c) {
   constexpr bool is_tf32 = std::is_same<TA, precision::tf32>::value;
   using Acc = decltype(widen(a.x[0]));
-  Acc out[M * N];  // d may be c
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      Acc sum = static_cast<Acc>(c.x[i * N + j]);
-      for (int k = 0; k < K; k++) {
-        Acc x = widen(a.x[i * K + k]), y = widen(b.x[k * N + j]);
-        if constexpr (is_tf32) {
-          x = tf32(x);
-          y = tf32(y);
-        }
-        sum += x * y;
+  static_assert(sizeof(Acc) * M * N <= sizeof(cuda_emu::Warp::tile), "WMMA tile size");
+  // Every lane holds the same fragments: each computes a share of the elements into the
+  // warp's tile, and after a warp barrier all copy the whole product (d may be c).
+  cuda_emu::Warp& warp = cuda_emu::my_warp();
+  Acc* out = reinterpret_cast<Acc*>(warp.tile);
+  unsigned lane = cuda_emu::my_lane(), lanes = __builtin_popcount(warp.live_mask);
+  unsigned rank = __builtin_popcount(warp.live_mask & ((1u << lane) - 1u));
+  for (unsigned e = rank; e < static_cast<unsigned>(M * N); e += lanes) {
+    int i = static_cast<int>(e) / N, j = static_cast<int>(e) % N;
+    Acc sum = static_cast<Acc>(c.x[e]);
+    for (int k = 0; k < K; k++) {
+      Acc x = widen(a.x[i * K + k]), y = widen(b.x[k * N + j]);
+      if constexpr (is_tf32) {
+        x = tf32(x);
+        y = tf32(y);
       }
-      out[i * N + j] = sum;
+      sum += x * y;
     }
+    out[e] = sum;
+  }
+  cuda_emu::warp_barrier();
   using D = typename fragment<accumulator, M, N, K, TD>::element_type;
   for (int e = 0; e < M * N; e++) d.x[e] = static_cast<D>(out[e]);
+  cuda_emu::warp_barrier();
 }
 
 }  // namespace wmma
