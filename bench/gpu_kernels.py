@@ -148,8 +148,7 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
                     s, tuning_id=summary.tuning_id, status=RecordStatus.OK, limit=None
                 )
                 by_mode = best_by_mode([(r.config, r.latency_s) for r in records])
-            if summary.best is not None and summary.best.artifact_sha256 is not None:
-                with session_scope(sessions) as s:
+                if summary.best is not None and summary.best.artifact_sha256 is not None:
                     artifact = store.get_artifact(s, summary.best.artifact_sha256)
                     assert artifact is not None
                     kernel_dir = str(tmp / w.name)

@@ -70,9 +70,10 @@ class ProgramSpace(Space):
             stage.index: schedules.schedule_for(stage, self.target).seeds(stage, self.target)
             for stage in self.analysis.stages
         }
+        default = self.default()
         found: dict[str, Config] = {}
         for n in range(max(map(len, per_stage.values()), default=0)):
-            config = self.default()
+            config = dict(default)
             for stage in self.analysis.stages:
                 if n < len(per_stage[stage.index]):
                     own = per_stage[stage.index][n]

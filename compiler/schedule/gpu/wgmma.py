@@ -112,9 +112,9 @@ class WgmmaShape:
             int(config["wgmma_bn"]),
             int(config["wgmma_groups"]),
             int(config["wgmma_stages"]),
-            int(config.get("wgmma_in_flight", 0)),
-            int(config.get("wgmma_raster", 1)),
-            bool(config.get("wgmma_producer", False)),
+            int(config["wgmma_in_flight"]),
+            int(config["wgmma_raster"]),
+            bool(config["wgmma_producer"]),
         )
 
     @property
@@ -209,25 +209,25 @@ class WgmmaKernel(StagedTiles):
         group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
         self.group, self.warp, self.lane = var(group), var(warp), var(lane)
         self.acc = ctx.fresh("acc")
-        i = ctx.fresh("i")
-        zero = Store(self.acc, (var(i),), Const(0.0, "float32"))
-        consumer = div(self.tid, WARPGROUP)  # the math's warpgroups follow the producer's
-        math: list[Stmt] = [
-            Decl(self.acc, "float32", (s.acc_size,)),
-            For(i, const(s.acc_size), zero, "unroll"),
-        ]
+        warpgroup = div(self.tid, WARPGROUP)  # the math's warpgroups follow the producer's
         head: list[Stmt] = [
-            Decl(group, INDEX, init=sub(consumer, const(1)) if s.producer else consumer),
+            Decl(group, INDEX, init=sub(warpgroup, const(1)) if s.producer else warpgroup),
             Decl(warp, INDEX, init=div(mod(self.tid, WARPGROUP), WARP)),
             Decl(lane, INDEX, init=mod(self.tid, WARP)),
         ]
         if s.producer:
-            inner = seq(*head, *self._specialized(math, less(self.tid, const(WARPGROUP))))
+            inner = seq(*head, *self._specialized())
         else:
-            inner = seq(*head, *math, self._pipeline(), self._store())
+            inner = seq(*head, *self._accumulators(), self._pipeline(), self._store())
         return nest(blocks, seq(*self._tile_decls(), *self.barriers, nest([tx], inner)))
 
-    def _specialized(self, math: list[Stmt], producing: Expr) -> list[Stmt]:
+    def _accumulators(self) -> list[Stmt]:
+        """The thread's float32 accumulators, zeroed."""
+        i, size = self.ctx.fresh("i"), self.s.acc_size
+        zero = Store(self.acc, (var(i),), Const(0.0, "float32"))
+        return [Decl(self.acc, "float32", (size,)), For(i, const(size), zero, "unroll")]
+
+    def _specialized(self) -> list[Stmt]:
         """The producer's and the consumers' parts (module doc), after one thread arms the
         stages' barriers: `full[s]` completes when the producer has filled stage s,
         `empty[s]` when every consumer is done with it."""
@@ -268,8 +268,8 @@ class WgmmaKernel(StagedTiles):
             self._compute(stage),
             guard(less(const(0), var(u)) if s.in_flight else None, release),
         )
-        consumer = seq(*math, For(u, count, use), self._store())
-        return [*arm, If(producing, producer, consumer)]
+        consumer = seq(*self._accumulators(), For(u, count, use), self._store())
+        return [*arm, If(less(self.tid, const(WARPGROUP)), producer, consumer)]
 
     def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:
         """The descriptor view of `side`'s tile in buffer `stage` from (lane, kk) on."""
