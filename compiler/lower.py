@@ -22,6 +22,7 @@ from compiler.schedule import schedule_for
 from compiler.schedule.gpu import fused_rows
 from compiler.schedule.injective import MAX_COLLAPSE
 from compiler.schedule.stage import Context, Loop, nest
+from compiler.simplify import simplify
 from compiler.space import ProgramSpace, space_for
 from compiler.space.program import group_knob
 from compiler.space.space import Config
@@ -70,7 +71,8 @@ def lower_function(
     inputs = tuple(Buffer(t.name, t.dtype, t.shape) for t in program.inputs)
     outputs = tuple(Buffer(c.name, c.dtype, c.shape) for c in map(program.compute, program.outputs))
     symbols = tuple(s.name for s in program.symbols)
-    return Function(entry_name(program), inputs, outputs, symbols, seq(body), tuple(ctx.workspaces))
+    fn = Function(entry_name(program), inputs, outputs, symbols, seq(body), tuple(ctx.workspaces))
+    return simplify(fn)
 
 
 def _stage(
