@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from redis import Redis
@@ -176,7 +178,8 @@ class Registration:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.ident is not None:  # a signal may come before it started
+            self._thread.join()
         try:
             with self.redis.pipeline() as pipe:
                 pipe.delete(worker_key(self.name))
@@ -231,13 +234,20 @@ def run_worker(
     )
     # The RQ worker has our name: a job's `worker_name` is then a key of the registry.
     rq_worker = SimpleWorker(names, name=name, connection=redis)
-    registration.start()
-    log.info("worker %s serving %s", name, ", ".join(names))
+    # RQ installs its own handlers when `work` starts; a signal before that still unregisters.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_on_signal)
     try:
+        registration.start()
+        log.info("worker %s serving %s", name, ", ".join(names))
         rq_worker.work(burst=burst, logging_level=logging.getLevelName(log.getEffectiveLevel()))
     finally:
         registration.stop()
         redis.close()
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
