@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import shutil
 import signal
@@ -304,7 +305,8 @@ class Stack:
             with Redis.from_url(self.redis_url, socket_connect_timeout=1) as redis:
                 deadline = time.monotonic() + READY_TIMEOUT_S
                 with contextlib.suppress(StackError):  # its port was taken: another one
-                    self._until(deadline, "redis-server", lambda: _pings(redis), [redis_process])
+                    ours = functools.partial(_pings, redis, redis_process.pid)
+                    self._until(deadline, "redis-server", ours, [redis_process])
                     return
             stop_all([redis_process])
         raise StackError(f"redis-server did not start; see {self.config.log_dir / 'redis.log'}")
@@ -450,9 +452,11 @@ def _die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _pings(redis: Redis) -> bool:
+def _pings(redis: Redis, pid: int) -> bool:
+    """Whether the redis-server of process `pid` answers: a server another process started on
+    the same port in the meantime does not count."""
     try:
-        return bool(redis.ping())
+        return int(redis.info("server")["process_id"]) == pid
     except RedisError:
         return False
 

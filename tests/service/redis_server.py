@@ -83,8 +83,8 @@ class RedisServer:
         try:
             while time.monotonic() < deadline and self._proc.poll() is None:
                 try:
-                    if client.ping():
-                        return True
+                    # Ours, not a server another test started on the same port meanwhile.
+                    return int(client.info("server")["process_id"]) == self._proc.pid
                 except RedisConnectionError:
                     time.sleep(0.05)
             return False
