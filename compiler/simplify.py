@@ -20,7 +20,7 @@ products, quotients, remainders, minima and maxima of those.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from compiler import dtypes
 from compiler.ir import Binary, Call, Const, Expr, Var, transform
@@ -86,24 +86,77 @@ def _split(expr: Expr, known: set[str]) -> Expr | None:
         and expr.b.value > 0
     ):
         return None
-    divisor, dtype = expr.b.value, expr.dtype
     terms = _terms(expr.a)
     if not all(non_negative(t, known) for t in terms):
         return None
-    quotients: list[Expr] = []
-    rest: list[Expr] = []
-    for term in terms:
-        exact = _exact(term, divisor)
-        if exact is None:
-            rest.append(term)
-        else:
-            quotients.append(exact)
-    if not quotients:
+    division = _Division(expr.op, expr.b.value, expr.dtype, known)
+    return division.of_remainder(terms) or division.multiples(terms) or division.common(terms)
+
+
+@dataclass(frozen=True)
+class _Division:
+    """`(sum of non-negative terms) op d` for op `//` or `%` and a positive constant d."""
+
+    op: str
+    d: int
+    dtype: str
+    known: set[str]
+
+    def of_remainder(self, terms: list[Expr]) -> Expr | None:
+        """`(x % c) // d` is 0 for c <= d; `(x % c) % d` is `x % d` where d divides c, and
+        `x % c` for c <= d."""
+        inner = terms[0] if len(terms) == 1 else None
+        if not (isinstance(inner, Binary) and inner.op == "%" and isinstance(inner.b, Const)):
+            return None
+        c = int(inner.b.value)
+        if self.op == "//":
+            return Const(0, self.dtype) if c <= self.d else None
+        if c % self.d == 0:
+            return Binary("%", inner.a, Const(self.d, self.dtype), self.dtype)
+        return inner if c <= self.d else None
+
+    def multiples(self, terms: list[Expr]) -> Expr | None:
+        """`(d * q + r) // d = q + r // d` and `(d * q + r) % d = r % d`."""
+        quotients: list[Expr] = []
+        rest: list[Expr] = []
+        for term in terms:
+            exact = _exact(term, self.d)
+            if exact is None:
+                rest.append(term)
+            else:
+                quotients.append(exact)
+        if not quotients:
+            return None
+        remainder = self.apply(_sum(rest, self.dtype)) if rest else Const(0, self.dtype)
+        if self.op == "%":
+            return remainder
+        return _sum([*quotients, remainder], self.dtype)
+
+    def common(self, terms: list[Expr]) -> Expr | None:
+        """With g dividing d, every variable term a multiple of g and the constant terms
+        summing to 0 <= r < g: `(g * q + r) // d = q // (d / g)` and `(g * q + r) % d =
+        (q % (d / g)) * g + r` (r stays inside one group of g)."""
+        r = sum(int(t.value) for t in terms if isinstance(t, Const))
+        variables = [t for t in terms if not isinstance(t, Const)]
+        for g in range(self.d // 2, 1, -1):
+            if self.d % g or not 0 <= r < g or not variables:
+                continue
+            exact = [_exact(t, g) for t in variables]
+            if any(e is None for e in exact):
+                continue
+            q = _sum([e for e in exact if e is not None], self.dtype)
+            outer = _Division(self.op, self.d // g, self.dtype, self.known)
+            if self.op == "//":
+                return outer.apply(q)
+            low = _product(outer.apply(q), Const(g, self.dtype), self.dtype)
+            return _sum([low, Const(r, self.dtype)], self.dtype)
         return None
-    remainder = _fold(Binary(expr.op, _sum(rest, dtype), expr.b, dtype)) if rest else None
-    if expr.op == "%":
-        return remainder if remainder is not None else Const(0, dtype)
-    return _sum([*quotients, *([remainder] if remainder is not None else [])], dtype)
+
+    def apply(self, x: Expr) -> Expr:
+        """`x op d`, simplified at its root (`x` is already)."""
+        expr = Binary(self.op, x, Const(self.d, self.dtype), self.dtype)
+        found = _rewrite(expr, self.known)
+        return expr if found is None else found
 
 
 def _terms(expr: Expr) -> list[Expr]:

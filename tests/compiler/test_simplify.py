@@ -16,6 +16,7 @@ from compiler.lower import lower
 from compiler.program import load
 from compiler.simplify import simplify
 from compiler.space import space_for
+from compiler.space.space import Config
 from schemas.signature import TaskSignature
 from schemas.target import Target
 
@@ -64,6 +65,48 @@ def expressions() -> st.SearchStrategy[Expr]:
     return st.recursive(leaves, grow, max_leaves=12)
 
 
+def tiled() -> st.SearchStrategy[Expr]:
+    """Index shapes that tiling makes: `(sum of (v % c or v // c) * f, plus a constant) op d`,
+    nested once more at times, with powers of two where the rules apply."""
+    power = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
+    atom = st.one_of(
+        st.sampled_from([Var(n, INDEX) for n in NAMES]),
+        st.builds(
+            lambda v, op, c: Binary(op, v, Const(c, INDEX), INDEX),
+            st.sampled_from([Var(n, INDEX) for n in NAMES]),
+            st.sampled_from(["%", "//"]),
+            power,
+        ),
+    )
+    term = st.builds(
+        lambda a, f: a if f == 1 else Binary("*", a, Const(f, INDEX), INDEX), atom, power
+    )
+
+    def total(terms: list[Expr], constant: int) -> Expr:
+        out = terms[0]
+        for t in [*terms[1:], *([Const(constant, INDEX)] if constant else [])]:
+            out = Binary("+", out, t, INDEX)
+        return out
+
+    constant = st.sampled_from([0, 0, 0, 1, 3, 7, 8, 12, 16, 31, 32, 40])
+    summed = st.builds(total, st.lists(term, min_size=1, max_size=3), constant)
+    divided = st.builds(
+        lambda x, op, d: Binary(op, x, Const(d, INDEX), INDEX),
+        summed,
+        st.sampled_from(["//", "%"]),
+        power,
+    )
+    return st.one_of(
+        divided,
+        st.builds(
+            lambda x, op, d: Binary(op, x, Const(d, INDEX), INDEX),
+            divided,
+            st.sampled_from(["//", "%"]),
+            power,
+        ),
+    )
+
+
 def function_of(expr: Expr) -> Function:
     """`out[0] = expr` under loops binding i and j, symbol n, and a local that is reassigned
     (so cannot be assumed non-negative)."""
@@ -82,9 +125,9 @@ def stored(fn: Function) -> Expr:
     return store.value
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(
-    expressions(),
+    st.one_of(expressions(), tiled()),
     st.integers(0, 70),
     st.integers(0, 70),
     st.integers(0, 70),
@@ -99,6 +142,39 @@ def test_c_value_is_kept_for_non_negative_variables(
     except ZeroDivisionError:
         return
     assert c_value(stored(simplify(function_of(expr))), env) == before
+
+
+def test_every_small_tiled_form_keeps_its_value() -> None:
+    """Exhaustively: `(x op1 c) * f + r`, and `i * f + j * g + r`, each under `// d` and
+    `% d` and once more under `// 2` and `% 4`, for powers of two (and 6 and 12) and values
+    up to 80."""
+    powers = (1, 2, 4, 8, 16, 32, 64, 6, 12)
+    i, j = var("i"), var("j")
+    forms: list[Expr] = []
+    for f in powers:
+        for r in (0, 3, 7, 8, 16, 40):
+            for c in powers:
+                for op in ("%", "//"):
+                    atom = Binary(op, i, const(c), INDEX)
+                    forms.append(Binary("+", Binary("*", atom, const(f), INDEX), const(r), INDEX))
+            for g in (1, 8, 32):
+                pair = Binary(
+                    "+", Binary("*", i, const(f), INDEX), Binary("*", j, const(g), INDEX), INDEX
+                )
+                forms.append(Binary("+", pair, const(r), INDEX))
+    for form in forms:
+        for d in powers:
+            for op in ("//", "%"):
+                once = Binary(op, form, const(d), INDEX)
+                for expr in (
+                    once,
+                    Binary("//", once, const(2), INDEX),
+                    Binary("%", once, const(4), INDEX),
+                ):
+                    done = stored(simplify(function_of(expr)))
+                    for x in range(0, 80, 5):
+                        env = {"i": x, "j": 79 - x, "n": 0, "reused": 0}
+                        assert c_value(done, env) == c_value(expr, env), (expr, done, env)
 
 
 def test_division_splits_over_a_sum_of_multiples() -> None:
@@ -116,18 +192,42 @@ def test_a_term_that_may_be_negative_blocks_the_split() -> None:
     assert stored(simplify(function_of(expr))) == expr
 
 
-def test_int4_gemv_reads_each_weight_word_and_scale_once_and_shifts_by_constants() -> None:
-    """The GEMV seed of the int4 example: a lane's run of 32 k covers 4 weight words and one
-    scale per row, and every nibble's shift is a literal."""
+def int4_seed(mode: str) -> tuple[Config, str]:
+    """The first seed of `mode` for the int4 example on sm_90, and its CUDA source."""
     text = (EXAMPLES / "int4_matmul.json").read_text()
     program = load(TaskSignature.model_validate(json.loads(text)))
     target = Target(kind="cuda", arch="sm_90")
-    gemv = next(c for c in space_for(program, target).seeds() if c["s0.mode"] == "gemv")
+    config = next(c for c in space_for(program, target).seeds() if c["s0.mode"] == mode)
+    return config, lower(program, target, config).source
+
+
+def test_int4_gemv_reads_each_weight_word_and_scale_once_and_shifts_by_constants() -> None:
+    """The GEMV seed of the int4 example: a lane's run of 32 k covers 4 weight words and one
+    scale per row, and every nibble's shift is a literal."""
+    gemv, source = int4_seed("gemv")
     rows, run = int(gemv["s0.gemv_cols"]), int(gemv["s0.gemv_vec"])
-    source = lower(program, target, gemv).source
     words = set(re.findall(r"W_\[[^\]]*\]", source))
     scales = set(re.findall(r"scales_\[[^\]]*\]", source))
     assert len(words) == rows * run // 8
     assert len(scales) == rows * run // 32
     shifts = re.findall(r">> \(\(uint32_t\)\(([^()]*)\)\)", source)
     assert shifts and all(s.isdigit() for s in shifts)
+
+
+def test_int4_tile_loads_dequantize_a_word_and_a_scale_per_pass() -> None:
+    """The wgmma seed stages the int4 side in runs of 8 k: each pass of a tile-loading loop
+    reads one weight word and one scale, and stores 8 values."""
+    _, source = int4_seed("wgmma")
+    lines = source.splitlines()
+    passes = 0
+    for n, line in enumerate(lines):
+        if not re.match(r"\s*for \(int64_t n\d* = 0", line):
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        body = "\n".join(lines[n + 1 : lines.index(indent + "}", n)])
+        if "W_[" in body:
+            passes += 1
+            assert len(set(re.findall(r"W_\[[^\]]*\]", body))) == 1
+            assert len(set(re.findall(r"scales_\[[^\]]*\]", body))) == 1
+            assert body.count("Bs[") == 8
+    assert passes
