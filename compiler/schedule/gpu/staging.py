@@ -46,7 +46,7 @@ from compiler.loop import (
     sub,
     var,
 )
-from compiler.schedule.gpu.blocks import all_of, bind, covers, guard, less, mod
+from compiler.schedule.gpu.blocks import bind, covers, guard, less, mod
 from compiler.schedule.gpu.operands import Operands
 from compiler.schedule.gpu.tiles import walked
 from compiler.schedule.gpu.vectors import aligned_run
@@ -242,25 +242,42 @@ class StagedTiles:
 
     def _stage(self, side: str, k0: Expr, stage: Expr) -> Stmt:
         """This thread's share of `side`'s tile at k slice `k0`, evaluated (the prologue runs
-        here) and stored, out-of-range elements as 0 (a loop kept rolled: unrolled, nvcc
+        here) and stored, out-of-range elements as 0. A side that transforms its values does
+        runs of up to 8 consecutive elements of the tile's contiguous direction per pass (an
+        int4 side's run along k then dequantizes one weight word and one scale); a plain
+        read, one element (fewer registers). The passes stay a rolled loop (unrolled, nvcc
         holds every load's address in registers)."""
         ops, s, ctx = self.ops, self.s, self.ctx
         extent, start = self._group(side)
+        runs = (*RUNS, 1) if raw(ops, side) is None else (1,)
+        run = next(r for r in runs if (s.width(side) * self.bk // r) % s.loaders == 0)
         n = ctx.fresh("n")
-        lane, kk = self._slot(side, n, 1)
-        position, k = add(start, lane), add(k0, kk)
-        conds = [] if covers(extent, s.width(side)) else [less(position, extent)]
-        conds += [] if covers(ops.k.extent, self.bk) else [less(k, ops.k.extent)]
-        if side == "row":
-            value = ops.row_value(self.batch, position, k)
-        else:
-            value = ops.col_value(self.batch, position, k)
-        at = (add(self._base(side, stage), self._at(side, lane, kk)),)
+        first, kk0 = self._slot(side, n, run)
         tile = self.tiles[side]
-        store: Stmt = Store(tile, at, value)
-        cond = all_of(conds)
-        body = store if cond is None else If(cond, store, Store(tile, at, Const(0, "float32")))
-        return For(n, const(s.width(side) * self.bk // s.loaders), body, "unroll", factor=1)
+        along_k = ops.k_inner(side)
+        # The run walks k or the lanes, checked per element; the other bound is checked once.
+        bounds = [(ops.k.extent, self.bk), (extent, s.width(side))]
+        (walk_extent, walk_tile), (cross_extent, cross_tile) = bounds if along_k else bounds[::-1]
+        stores: list[Stmt] = []
+        zeros: list[Stmt] = []
+        for j in range(run):
+            lane, kk = (first, add(kk0, const(j))) if along_k else (add(first, const(j)), kk0)
+            position, k = add(start, lane), add(k0, kk)
+            if side == "row":
+                value = ops.row_value(self.batch, position, k)
+            else:
+                value = ops.col_value(self.batch, position, k)
+            at = (add(self._base(side, stage), self._at(side, lane, kk)),)
+            zeros.append(Store(tile, at, Const(0, "float32")))
+            walk = k if along_k else position
+            inside = None if covers(walk_extent, walk_tile) else less(walk, walk_extent)
+            store = Store(tile, at, value)
+            stores.append(store if inside is None else If(inside, store, zeros[-1]))
+        cross = add(start, first) if along_k else add(k0, kk0)
+        across = None if covers(cross_extent, cross_tile) else less(cross, cross_extent)
+        body = seq(stores) if across is None else If(across, seq(stores), seq(zeros))
+        count = s.width(side) * self.bk // run // s.loaders
+        return For(n, const(count), body, "unroll", factor=0 if count <= 2 else 1)
 
     def _copy(self, side: str, k0: Expr, stage: Expr) -> Stmt:
         """This thread's share of raw `side`'s tile at k slice `k0` as `cp.async` runs; a
