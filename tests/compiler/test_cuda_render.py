@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.ir import Program
+from compiler.ir import Binary, Cast, Const, Load, Program
 from compiler.kernel import eval_extent
 from compiler.loop import Barrier, Buffer, For, Function, Seq, Store, const, seq, var
 from compiler.lower import lower
@@ -131,3 +131,22 @@ def test_gpu_functions_follow_their_rules() -> None:
         render(_fn(For("b", const(1), seq(tx, narrow), "blockIdx.x")), "cuda")
     with pytest.raises(ValueError, match="binding"):
         render(_fn(ok), "c")
+
+
+def test_small_integers_become_floats_by_their_bits_and_others_by_conversion() -> None:
+    """A masked nibble minus 7 converts through the float32 mantissa; an integer read whose
+    range is unknown keeps C's conversion. (The emulated int4 checks prove the values.)"""
+    nibble = Binary("&", Load("q", (var("i"),), "int32"), Const(15, "int32"), "int32")
+    small = Cast("float32", Binary("-", nibble, Const(7, "int32"), "int32"))
+    unknown = Cast("float32", Load("q", (var("i"),), "int32"))
+    body = For("i", const(4), seq(Store("a", (var("i"),), small), Store("b", (var("i"),), unknown)))
+    fn = Function(
+        "f",
+        (Buffer("q", "int32", (4,)),),
+        (Buffer("a", "float32", (4,)), Buffer("b", "float32", (4,))),
+        (),
+        For("bx", const(1), body, "blockIdx.x"),
+    )
+    source = render(fn, "cuda")
+    assert "__uint_as_float(0x4B000000u | " in source and "- 8388615.0f)" in source
+    assert source.count("__uint_as_float") == 1 and "((float)(q_[i]))" in source
