@@ -370,7 +370,8 @@ class CUDARenderer(CStyleRenderer):
         """A small integer `u - c` (0 <= u < 2^23) to float32 by its bits: `u` or'ed into the
         mantissa of 2^23, minus 2^23 + c, exact. Dequantizing a nibble then costs an `or` and
         an add at the full rate where `cvt` (I2F) runs at a fraction of it (16 per cycle per
-        SM against 128 adds on sm_80 and sm_90), which bounds an int4 GEMV below bandwidth."""
+        SM against 64 to 128 float adds on sm_80 and sm_90), which bounds an int4 GEMV below
+        bandwidth."""
         x = expr.x
         if expr.dtype != "float32" or lanes(x.dtype) > 1 or not dtypes.is_int(x.dtype):
             return super()._expr_Cast(expr)
