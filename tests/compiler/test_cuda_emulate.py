@@ -218,6 +218,7 @@ def test_int4_dequant_matmul_with_symbolic_rows(cases: CaseCache) -> None:
         {"mode": "gemv", "gemv_cols": 2, "gemv_warps": 4, "gemv_rows": 2, "gemv_vec": 8},
         {"mode": "tiled", "bm": 16, "bn": 16, "bk": 16, "tm": 1, "tn": 1, "double": True},
         {"mode": "gemv", "gemv_cols": 4, "gemv_warps": 1, "gemv_rows": 1, "gemv_vec": 32},
+        {"mode": "gemv", "gemv_cols": 2, "gemv_warps": 2, "gemv_rows": 1, "gemv_vec": 64},
     ]
     check(cases, program, variants, {"M": 3}, samples=1)
     check(cases, program, variants[:1], {"M": 1}, samples=0)

@@ -81,7 +81,7 @@ GEMV: dict[str, tuple[Knob, ...]] = {
     "gemv_cols": (1, 2, 4, 8),
     "gemv_warps": (4, 1, 2, 8),
     "gemv_rows": (1, 2, 4, 8),
-    "gemv_vec": (1, 2, 4, 8, 16, 32),
+    "gemv_vec": (1, 2, 4, 8, 16, 32, 64),
 }
 WMMA: dict[str, tuple[Knob, ...]] = {
     "wmma_bm": (64, 128),
