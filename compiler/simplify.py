@@ -13,6 +13,12 @@ for a positive constant `c` whenever `q` and `r` are provably non-negative, wher
 and floor division agree: the index above becomes `(r * 32 + lane) * 4`, the same for all 8
 copies, and the shift `4 * (k % 8)` a constant.
 
+Two more rules of the same kind: a remainder by c divided by d >= c is 0, and taken again
+modulo d is `x % d` (d dividing c) or itself (c <= d); and where every variable term is a
+multiple of a common factor g of d and the constant terms sum to r < g, `(g * q + r) // d` is
+`q // (d / g)` (the 8 elements of a run share one int4 scale index). Constants fold where C
+would compute the same value.
+
 Provably non-negative: integer constants >= 0, symbols, loop variables whose loop starts at a
 non-negative value, locals initialized to a non-negative value and never assigned, and sums,
 products, quotients, remainders, minima and maxima of those.
@@ -20,6 +26,7 @@ products, quotients, remainders, minima and maxima of those.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from compiler import dtypes
@@ -138,19 +145,18 @@ class _Division:
         (q % (d / g)) * g + r` (r stays inside one group of g)."""
         r = sum(int(t.value) for t in terms if isinstance(t, Const))
         variables = [t for t in terms if not isinstance(t, Const)]
-        for g in range(self.d // 2, 1, -1):
-            if self.d % g or not 0 <= r < g or not variables:
-                continue
-            exact = [_exact(t, g) for t in variables]
-            if any(e is None for e in exact):
-                continue
-            q = _sum([e for e in exact if e is not None], self.dtype)
-            outer = _Division(self.op, self.d // g, self.dtype, self.known)
-            if self.op == "//":
-                return outer.apply(q)
-            low = _product(outer.apply(q), Const(g, self.dtype), self.dtype)
-            return _sum([low, Const(r, self.dtype)], self.dtype)
-        return None
+        g = math.gcd(self.d, *(_factor(t) for t in variables))
+        if not variables or g == 1 or not 0 <= r < g:
+            return None
+        exact = [_exact(t, g) for t in variables]
+        if any(e is None for e in exact):
+            return None
+        q = _sum([e for e in exact if e is not None], self.dtype)
+        outer = _Division(self.op, self.d // g, self.dtype, self.known)
+        if self.op == "//":
+            return outer.apply(q)
+        low = _product(outer.apply(q), Const(g, self.dtype), self.dtype)
+        return _sum([low, Const(r, self.dtype)], self.dtype)
 
     def apply(self, x: Expr) -> Expr:
         """`x op d`, simplified at its root (`x` is already)."""
@@ -164,6 +170,15 @@ def _terms(expr: Expr) -> list[Expr]:
     if isinstance(expr, Binary) and expr.op == "+" and dtypes.is_int(expr.dtype):
         return _terms(expr.a) + _terms(expr.b)
     return [expr]
+
+
+def _factor(term: Expr) -> int:
+    """The constant factor visible in a product (1 where there is none)."""
+    if isinstance(term, Const) and isinstance(term.value, int):
+        return abs(term.value)
+    if isinstance(term, Binary) and term.op == "*" and dtypes.is_int(term.dtype):
+        return _factor(term.a) * _factor(term.b)
+    return 1
 
 
 def _exact(term: Expr, divisor: int) -> Expr | None:
@@ -211,4 +226,9 @@ def _fold(expr: Binary) -> Expr:
         return expr  # C truncates where Python floors
     value = {"*": x * y, "+": x + y, "-": x - y, "//": x // y if y else 0, "%": x % y if y else 0}
     result = value.get(expr.op)
-    return expr if result is None else Const(result, expr.dtype)
+    bits = 8 * dtypes.itemsize(expr.dtype)
+    signed = dtypes.is_signed(expr.dtype)
+    low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signed else (0, 1 << bits)
+    if result is None or not low <= result < high:
+        return expr  # C would wrap (or, signed, not define) what Python computes exactly
+    return Const(result, expr.dtype)
