@@ -39,7 +39,7 @@ def lower(program: Program, target: Target, config: Config) -> Kernel:
 def kernel_of(fn: Function, language: str = "c") -> Kernel:
     """The C or CUDA kernel of a loop-IR function, with its ABI (and launch) description.
     Its index arithmetic is simplified here, for the compiler's sake; features read the loop
-    IR as scheduled (the simplification triples the cost of a lowering)."""
+    IR as scheduled (the simplification costs a few lowerings)."""
     fn = simplify(fn)
     args = tuple(KernelArg(b.name, b.shape, b.dtype, "input") for b in fn.inputs)
     args += tuple(KernelArg(b.name, b.shape, b.dtype, "output") for b in fn.outputs)

@@ -30,15 +30,20 @@ import math
 from dataclasses import dataclass, replace
 
 from compiler import dtypes
-from compiler.ir import Binary, Call, Const, Expr, Var, transform
+from compiler.ir import Binary, Call, Const, Expr, Var, transform, walk
 from compiler.loop import Assign, Decl, For, Function, map_exprs, stmts
 
 
 def simplify(fn: Function) -> Function:
     """`fn` with its integer divisions and remainders by constants split where they can be."""
     known = _non_negative_names(fn)
-    body = map_exprs(fn.body, lambda e: transform(e, lambda node: _rewrite(node, known)))
-    return replace(fn, body=body)
+
+    def rewrite(expr: Expr) -> Expr:
+        if not any(isinstance(e, Binary) and e.op in ("//", "%") for e in walk(expr)):
+            return expr  # most expressions: nothing to split, nothing to rebuild
+        return transform(expr, lambda node: _rewrite(node, known))
+
+    return replace(fn, body=map_exprs(fn.body, rewrite))
 
 
 def _non_negative_names(fn: Function) -> set[str]:
