@@ -245,8 +245,9 @@ class StagedTiles:
         here) and stored, out-of-range elements as 0. A side that transforms its values does
         runs of up to 8 consecutive elements of the tile's contiguous direction per pass (an
         int4 side's run along k then dequantizes one weight word and one scale); a plain
-        read, one element (fewer registers). The passes stay a rolled loop (unrolled, nvcc
-        holds every load's address in registers)."""
+        read, one element (fewer registers). More than 2 passes stay a rolled loop (unrolled,
+        nvcc holds every load's address in registers); 2 are unrolled (rolled, they cost an
+        sm_80 WMMA variant a register spill)."""
         ops, s, ctx = self.ops, self.s, self.ctx
         extent, start = self._group(side)
         runs = (*RUNS, 1) if raw(ops, side) is None else (1,)
