@@ -24,7 +24,7 @@ import math
 from typing import ClassVar
 
 from compiler import dtypes
-from compiler.ir import Binary, Cast, Const, Expr
+from compiler.ir import Binary, Cast, Const, Expr, Load
 from compiler.loop import (
     BLOCK_KINDS,
     THREAD_KINDS,
@@ -90,6 +90,37 @@ def _below(expr: Expr, limit: int) -> bool:
     if isinstance(expr, Cast) and dtypes.is_int(expr.dtype) and dtypes.is_int(expr.x.dtype):
         return _below(expr.x, limit)
     return False
+
+
+def _widened(expr: Expr) -> Expr:
+    while isinstance(expr, Cast) and expr.dtype == "float32":
+        expr = expr.x
+    return expr
+
+
+def _small_int(expr: Expr, limit: int) -> tuple[Expr, int] | None:
+    """(u, c) where integer `expr` is `u - c` (or `u`, c = 0) with 0 <= u, c < limit."""
+    if not dtypes.is_int(expr.dtype) or lanes(expr.dtype) > 1:
+        return None
+    u, c = expr, 0
+    if isinstance(expr, Binary) and expr.op == "-" and isinstance(expr.b, Const):
+        u, c = expr.a, int(expr.b.value)
+    return (u, c) if 0 <= c < limit and _below(u, limit) else None
+
+
+def _small_times_half(value: Expr) -> tuple[Expr, int, Load] | None:
+    """(u, c, load) where float32 `value` is `float32(u - c) * float32(load)`, `load` a
+    scalar float16 element of a buffer and `u - c` a `_small_int` below 1024."""
+    if not (isinstance(value, Binary) and value.op == "*" and value.dtype == "float32"):
+        return None
+    for a, b in ((value.a, value.b), (value.b, value.a)):
+        small, load = _widened(a), _widened(b)
+        if a is small or not isinstance(load, Load) or load.dtype != "float16":
+            continue
+        found = _small_int(small, 1024)
+        if found is not None and lanes(load.dtype) == 1:
+            return (*found, load)
+    return None
 
 
 class CUDARenderer(CStyleRenderer):
@@ -372,16 +403,29 @@ class CUDARenderer(CStyleRenderer):
         an add at the full rate where `cvt` (I2F) runs at a fraction of it (16 per cycle per
         SM against 64 to 128 float adds on sm_80 and sm_90), which bounds an int4 GEMV below
         bandwidth."""
-        x = expr.x
-        if expr.dtype != "float32" or lanes(x.dtype) > 1 or not dtypes.is_int(x.dtype):
+        found = _small_int(expr.x, _MANTISSA) if expr.dtype == "float32" else None
+        if found is None:
             return super()._expr_Cast(expr)
-        offset = 0
-        if isinstance(x, Binary) and x.op == "-" and isinstance(x.b, Const):
-            offset, x = int(x.b.value), x.a
-        if not (0 <= offset < _MANTISSA and _below(x, _MANTISSA)):
-            return super()._expr_Cast(expr)
-        bits = f"(0x4B000000u | {self.value(x, 'uint32')})"
-        return f"(__uint_as_float{bits} - {_MANTISSA + offset}.0f)"
+        u, c = found
+        bits = f"(0x4B000000u | {self.value(u, 'uint32')})"
+        return f"(__uint_as_float{bits} - {_MANTISSA + c}.0f)"
+
+    def _half_value(self, value: Expr, dtype: str) -> str:
+        """A small integer `u - c` (0 <= u, c < 1024) times a float16 element, stored as
+        float16, is computed in float16: `u` or'ed into the mantissa of 1024, minus 1024 + c,
+        then `__hmul`. Both operands are exact in float16 and their float32 product is exact,
+        so the one rounding is the same as float32 math rounded by the store, and the
+        conversion (16 per cycle per SM, as `cvt`) is gone: the int4 prologue of a
+        tensor-core tile converts no value."""
+        found = _small_times_half(value) if dtype == "float16" else None
+        if found is None or found[2].tensor in self.locals:
+            return super()._half_value(value, dtype)
+        u, c, scale = found
+        buf = self._buffer(scale.tensor)
+        index = self._index(scale.indices, tuple(as_expr(e) for e in buf.shape))
+        small = f"__ushort_as_half((unsigned short)(0x6400u | {self.value(u, 'uint32')}))"
+        bias = f"__ushort_as_half((unsigned short){0x6400 + c}u)"
+        return f"__hmul(__hsub({small}, {bias}), {self.name(buf.name)}[{index}])"
 
     def lane_of(self, vector_text: str, lane: int) -> str:
         return f"{vector_text}.{_LANES[lane]}"

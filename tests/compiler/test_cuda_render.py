@@ -10,7 +10,7 @@ import pytest
 
 from compiler.ir import Binary, Cast, Const, Load, Program
 from compiler.kernel import eval_extent
-from compiler.loop import Barrier, Buffer, For, Function, Seq, Store, const, seq, var
+from compiler.loop import Barrier, Buffer, Decl, For, Function, Seq, Store, add, const, seq, var
 from compiler.lower import lower
 from compiler.program import load
 from compiler.render import render
@@ -150,3 +150,29 @@ def test_small_integers_become_floats_by_their_bits_and_others_by_conversion() -
     source = render(fn, "cuda")
     assert "__uint_as_float(0x4B000000u | " in source and "- 8388615.0f)" in source
     assert source.count("__uint_as_float") == 1 and "((float)(q_[i]))" in source
+
+
+def test_int4_values_go_to_half_tiles_in_half_arithmetic() -> None:
+    """`float32(nibble - 7) * float32(scale)` stored to a float16 tile is computed in float16
+    (exact operands, one rounding); a product with a float32 factor keeps the store's
+    rounding. (The emulated int4 tensor-core checks prove the values.)"""
+    nibble = Binary("&", Load("q", (var("i"),), "int32"), Const(15, "int32"), "int32")
+    small = Cast("float32", Binary("-", nibble, Const(7, "int32"), "int32"))
+    half = Cast("float32", Load("s", (var("i"),), "float16"))
+    single = Load("f", (var("i"),), "float32")
+    tile = Decl("tile", "float16", (8,), shared=True)
+    stores = seq(
+        Store("tile", (var("i"),), Binary("*", small, half, "float32")),
+        Store("tile", (add(var("i"), const(4)),), Binary("*", small, single, "float32")),
+    )
+    fn = Function(
+        "f",
+        (Buffer("q", "int32", (4,)), Buffer("s", "float16", (4,)), Buffer("f", "float32", (4,))),
+        (Buffer("a", "float32", (4,)),),
+        (),
+        For("bx", const(1), seq(tile, For("i", const(4), stores, "threadIdx.x")), "blockIdx.x"),
+    )
+    lines = [line for line in render(fn, "cuda").splitlines() if "tile[" in line and "=" in line]
+    assert "= __hmul(__hsub(__ushort_as_half(" in lines[0] and "store_f16" not in lines[0]
+    assert "__ushort_as_half((unsigned short)25607u)" in lines[0]  # 1024 + 7 in float16
+    assert "store_f16(" in lines[1] and "__hmul" not in lines[1]
