@@ -402,9 +402,8 @@ class CStyleRenderer:
         raise ValueError(f"{self.language} has no asynchronous copies")
 
     def _stmt_Prefetch(self, stmt: Prefetch, depth: int) -> list[str]:
-        buf = self._buffer(stmt.buffer)
-        index = self._index(stmt.indices, tuple(as_expr(e) for e in buf.shape))
-        return [f"{self.indent * depth}__builtin_prefetch(&{self.name(buf.name)}[{index}]);"]
+        element = self._element(stmt.buffer, stmt.indices)
+        return [f"{self.indent * depth}__builtin_prefetch(&{element});"]
 
     def _stmt_Store(self, stmt: Store, depth: int) -> list[str]:
         pad = self.indent * depth
@@ -415,8 +414,7 @@ class CStyleRenderer:
                 return [f"{pad}{stmt.buffer}[{index}] = {self._half_value(stmt.value, dtype)};"]
             return [f"{pad}{stmt.buffer}[{index}] = {self.value(stmt.value, dtype)};"]
         buf = self._buffer(stmt.buffer)
-        index = self._index(stmt.indices, tuple(as_expr(e) for e in buf.shape))
-        target = f"{self.name(buf.name)}[{index}]"
+        target = self._element(stmt.buffer, stmt.indices)
         n = lanes(stmt.value.dtype)
         if n > 1:
             value = self.value(stmt.value, vector(buf.dtype, n))
@@ -437,14 +435,14 @@ class CStyleRenderer:
     def _half_value(self, value: Expr, dtype: str) -> str:
         """`value` as 16-bit `dtype` storage: a widened element of a `dtype` buffer is copied
         as it is, anything else rounded."""
-        ld = value
-        while isinstance(ld, Cast) and ld.dtype == "float32":  # exact widenings
-            ld = ld.x
-        if isinstance(ld, Load) and ld.tensor not in self.locals and lanes(ld.dtype) == 1:
-            buf = self._buffer(ld.tensor)
-            if buf.dtype == dtype:
-                index = self._index(ld.indices, tuple(as_expr(e) for e in buf.shape))
-                return f"{self.name(buf.name)}[{index}]"
+        ld = widened(value)
+        if (
+            isinstance(ld, Load)
+            and ld.tensor not in self.locals
+            and lanes(ld.dtype) == 1
+            and self._buffer(ld.tensor).dtype == dtype
+        ):
+            return self._element(ld.tensor, ld.indices)
         return f"{self.half('store', dtype)}({self.value(value, 'float32')})"
 
     def _buffer(self, name: str) -> Workspace:
@@ -452,6 +450,12 @@ class CStyleRenderer:
         if buf is None:
             raise ValueError(f"unknown buffer {name!r}")
         return Workspace(buf.name, buf.dtype, buf.shape)
+
+    def _element(self, name: str, indices: tuple[Expr, ...]) -> str:
+        """`buffer[flat index]` of an argument or workspace of the function."""
+        buf = self._buffer(name)
+        index = self._index(indices, tuple(as_expr(e) for e in buf.shape))
+        return f"{self.name(buf.name)}[{index}]"
 
     def _index(self, indices: tuple[Expr, ...], shape: tuple[Expr, ...]) -> str:
         return self.expr(flat_index(indices, shape))
@@ -513,8 +517,7 @@ class CStyleRenderer:
                 return f"{self.half('load', dtype)}({expr.tensor}[{index}])"
             return f"{expr.tensor}[{index}]"
         buf = self._buffer(expr.tensor)
-        index = self._index(expr.indices, tuple(as_expr(e) for e in buf.shape))
-        element = f"{self.name(buf.name)}[{index}]"
+        element = self._element(expr.tensor, expr.indices)
         n = lanes(expr.dtype)
         if n > 1:
             return f"{self._lane_helper('vload', vector(buf.dtype, n))}(&{element})"
@@ -612,6 +615,13 @@ def _serial_uses(stmt: Stmt) -> set[str]:
         rest = _serial_uses(stmt.orelse) if stmt.orelse is not None else set()
         return buffers_used(If(stmt.cond, Seq(()))) | _serial_uses(stmt.then) | rest
     return buffers_used(stmt)
+
+
+def widened(expr: Expr) -> Expr:
+    """`expr` without its exact widenings to float32."""
+    while isinstance(expr, Cast) and expr.dtype == "float32":
+        expr = expr.x
+    return expr
 
 
 def _exact(expr: Expr, dtype: str) -> bool:

@@ -42,7 +42,7 @@ from compiler.loop import (
     scalar,
     stmts,
 )
-from compiler.render.cstyle import CODES, CStyleRenderer, compute
+from compiler.render.cstyle import CODES, CStyleRenderer, compute, widened
 from compiler.render.launch import Launch, guarded, launches
 
 _HALF = {
@@ -92,12 +92,6 @@ def _below(expr: Expr, limit: int) -> bool:
     return False
 
 
-def _widened(expr: Expr) -> Expr:
-    while isinstance(expr, Cast) and expr.dtype == "float32":
-        expr = expr.x
-    return expr
-
-
 def _small_int(expr: Expr, limit: int) -> tuple[Expr, int] | None:
     """(u, c) where integer `expr` is `u - c` (or `u`, c = 0) with 0 <= u, c < limit."""
     if not dtypes.is_int(expr.dtype) or lanes(expr.dtype) > 1:
@@ -114,11 +108,11 @@ def _small_times_half(value: Expr) -> tuple[Expr, int, Load] | None:
     if not (isinstance(value, Binary) and value.op == "*" and value.dtype == "float32"):
         return None
     for a, b in ((value.a, value.b), (value.b, value.a)):
-        small, load = _widened(a), _widened(b)
+        small, load = widened(a), widened(b)
         if a is small or not isinstance(load, Load) or load.dtype != "float16":
             continue
         found = _small_int(small, 1024)
-        if found is not None and lanes(load.dtype) == 1:
+        if found is not None:
             return (*found, load)
     return None
 
@@ -421,11 +415,9 @@ class CUDARenderer(CStyleRenderer):
         if found is None or found[2].tensor in self.locals:
             return super()._half_value(value, dtype)
         u, c, scale = found
-        buf = self._buffer(scale.tensor)
-        index = self._index(scale.indices, tuple(as_expr(e) for e in buf.shape))
         small = f"__ushort_as_half((unsigned short)(0x6400u | {self.value(u, 'uint32')}))"
         bias = f"__ushort_as_half((unsigned short){0x6400 + c}u)"
-        return f"__hmul(__hsub({small}, {bias}), {self.name(buf.name)}[{index}])"
+        return f"__hmul(__hsub({small}, {bias}), {self._element(scale.tensor, scale.indices)})"
 
     def lane_of(self, vector_text: str, lane: int) -> str:
         return f"{vector_text}.{_LANES[lane]}"
