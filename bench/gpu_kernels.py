@@ -105,6 +105,7 @@ class Tuned:
     flops: int | None
     kernel_dir: str | None
     by_mode: dict[str, float] = field(default_factory=dict)
+    measured: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -148,6 +149,7 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
                     s, tuning_id=summary.tuning_id, status=RecordStatus.OK, limit=None
                 )
                 by_mode = best_by_mode([(r.config, r.latency_s) for r in records])
+                measured = [{"config": r.config, "latency_s": r.latency_s} for r in records]
                 if summary.best is not None and summary.best.artifact_sha256 is not None:
                     artifact = store.get_artifact(s, summary.best.artifact_sha256)
                     assert artifact is not None
@@ -164,6 +166,7 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
                 flops=summary.flops,
                 kernel_dir=kernel_dir,
                 by_mode=by_mode,
+                measured=measured,
             )
             best = f"{summary.best.latency_s * 1e6:.1f} us" if summary.best else "no kernel"
             print(f"tuned {w.name} on {target}: {summary.trials} trials, {wall:.0f} s, {best}")
@@ -327,6 +330,7 @@ def measure(torch: Any, timer: Timer, w: Workload, tuned: Tuned | None) -> list[
         "config": tuned.config,
         "failures": tuned.failures,
         "best_by_mode_s": tuned.by_mode,
+        "measured": tuned.measured,
     }
     return results
 
