@@ -222,7 +222,7 @@ def copy_bandwidth(torch: Any, timer: Timer) -> float:
     return 2 * COPY_BYTES / timer.median(lambda: target.copy_(source))
 
 
-def inputs_for(torch: Any, w: Workload, kernel: Any, symbols: dict[str, int]) -> list[Any]:
+def inputs_for(torch: Any, kernel: Any, symbols: dict[str, int]) -> list[Any]:
     """Random inputs in signature order: floats in [-1, 1), int4 scales small and positive,
     packed weights as random 32-bit words."""
     generator = torch.Generator(device="cuda").manual_seed(0)
@@ -291,7 +291,7 @@ def measure(torch: Any, timer: Timer, w: Workload, tuned: Tuned | None) -> list[
     kernel = load_kernel(tuned.kernel_dir)
     assert isinstance(kernel, CudaKernel)
     symbols = dict(w.symbols)
-    inputs = inputs_for(torch, w, kernel, symbols)
+    inputs = inputs_for(torch, kernel, symbols)
     (output,) = kernel.outputs
     moved = sum(  # the fewest bytes: every input read once, every output written once
         numpy_dtype(arg.dtype).itemsize
