@@ -82,12 +82,14 @@ TWO_KERNELS = kernel(
 )
 WRONG = kernel(f"{INDEX}\nif (i < n) out[i] = 2.0f * a[i] - b[i];")
 MISSES_LAST = kernel(f"{INDEX}\nif (i < n - 1) out[i] = 2.0f * a[i] + b[i];")
-PAST_THE_END = kernel(f"{INDEX}\nif (i <= n) out[i] = 2.0f * a[i] + b[i];")
+# The last thread writes one element past the end (whatever the grid's rounding of N).
+PAST_THE_END = kernel(f"{INDEX}\nif (i < n) out[i == n - 1 ? n : i] = 2.0f * a[i] + b[i];")
 INTO_INPUT = kernel(
     f"{INDEX}\nif (i < n) {{ out[i] = 2.0f * a[i] + b[i]; ((float*)a)[i] = 0.0f; }}"
 )
 FAULTS = kernel(f"{INDEX}\nif (i < n) out[i + ((int64_t)1 << 40)] = 1.0f;")
-HANGS = kernel(f"{INDEX}\nvolatile int spin = 1;\nwhile (spin) {{}}\nif (i < n) out[i] = 0.0f;")
+# The asm keeps nvcc from deleting the loop (an empty infinite loop is undefined in C++).
+HANGS = kernel(f"{INDEX}\nfor (;;) {{ asm volatile(\"\"); }}\nif (i < n) out[i] = 0.0f;")
 TOO_MANY_THREADS = kernel(f"{INDEX}\nif (i < n) out[i] = 2.0f * a[i] + b[i];", block=2048)
 # The candidates every runner must pass, for `pytest.mark.parametrize("kernel", CORRECT_ONES)`.
 CORRECT_ONES = [
