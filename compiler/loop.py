@@ -258,11 +258,12 @@ CORE_ROW_BYTES = 16  # a core matrix: 8 rows of 16 contiguous bytes, 128 bytes i
 
 @dataclass(frozen=True, slots=True)
 class SharedMatrix:
-    """A factor of a warpgroup MMA in shared memory, as its matrix descriptor describes it
-    (no swizzling): 8 x 8 core matrices of 16-bit elements, each 8 rows of 16 contiguous
-    bytes. `k_major`: a core row runs along k (else along M or N). `lbo`/`sbo` are the byte
-    distances between neighbouring core matrices along k and along M or N. The matrix starts
-    at element `offset` of the shared array `buffer` (16-byte aligned)."""
+    """A factor of a warpgroup MMA in shared memory, as its matrix descriptor describes it:
+    16-bit elements in the 128-byte swizzled layout (`compiler.schedule.gpu.wgmma` gives it).
+    `k_major`: rows of 128 bytes run along k (else along M or N). `lbo`/`sbo` are the
+    descriptor's byte strides: `sbo` between groups of 8 rows, `lbo` (M/N-major only) between
+    128-byte column blocks. The matrix starts at element `offset` of the shared array
+    `buffer`, which is 1024-byte aligned."""
 
     buffer: str
     offset: Expr

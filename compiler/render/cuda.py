@@ -170,7 +170,7 @@ class CUDARenderer(CStyleRenderer):
             head = f"__launch_bounds__({launch.threads}) {launch.entry}({params})"
             lines.append(f'extern "C" __global__ void {head} {{')
             if launch.dynamic:  # aligned past what WMMA (32 bytes) and cp.async (16) need
-                lines.append(f"{self.indent}extern __shared__ __align__(128) float4 {_DYNAMIC}[];")
+                lines.append(f"{self.indent}extern __shared__ __align__(1024) float4 {_DYNAMIC}[];")
             lines += [*self.stmt(launch.body, 1), "}", ""]
         return lines[:-1]
 
@@ -310,8 +310,9 @@ class CUDARenderer(CStyleRenderer):
         return [f"{pad}{helper}({stmt.buffer} + {self.expr(stmt.index)}{extra});"]
 
     def _descriptor(self, matrix: SharedMatrix) -> str:
-        """A call building the 64-bit matrix descriptor of `matrix` (no swizzling, base
-        offset 0): its shared-window address, `lbo` and `sbo`, each in 16-byte units."""
+        """A call building the 64-bit matrix descriptor of `matrix` (128-byte swizzle, layout
+        type 1 in bits 62-63; base offset 0, the tiles being 1024-byte aligned): its
+        shared-window address, `lbo` and `sbo`, each in 16-byte units."""
         body = (
             "#ifdef TUNEHUB_EMULATE\n"
             "  uint64_t address = ::cuda_emu::shared_offset(p);\n"
@@ -319,7 +320,7 @@ class CUDARenderer(CStyleRenderer):
             "  uint64_t address = (uint64_t)__cvta_generic_to_shared(p);\n"
             "#endif\n"
             "  return ((address & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |\n"
-            "         ((uint64_t)(sbo >> 4) << 32);"
+            "         ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);"
         )
         helper = self._helper(
             "wgmma_descriptor", "uint64_t", "const void* p, unsigned lbo, unsigned sbo", body

@@ -89,7 +89,7 @@ INTO_INPUT = kernel(
 )
 FAULTS = kernel(f"{INDEX}\nif (i < n) out[i + ((int64_t)1 << 40)] = 1.0f;")
 # The asm keeps nvcc from deleting the loop (an empty infinite loop is undefined in C++).
-HANGS = kernel(f"{INDEX}\nfor (;;) {{ asm volatile(\"\"); }}\nif (i < n) out[i] = 0.0f;")
+HANGS = kernel(f'{INDEX}\nfor (;;) {{ asm volatile(""); }}\nif (i < n) out[i] = 0.0f;')
 TOO_MANY_THREADS = kernel(f"{INDEX}\nif (i < n) out[i] = 2.0f * a[i] + b[i];", block=2048)
 # The candidates every runner must pass, for `pytest.mark.parametrize("kernel", CORRECT_ONES)`.
 CORRECT_ONES = [

@@ -396,7 +396,7 @@ inline int run(dim3 grid, dim3 block, std::size_t shared, void (*body)(void*), v
   launch.context = context;
   // Zero-sized requests still get a valid, aligned pointer.
   launch.dynamic_shared =
-      static_cast<unsigned char*>(::operator new(shared + 128, std::align_val_t(128)));
+      static_cast<unsigned char*>(::operator new(shared + 128, std::align_val_t(1024)));
   blockDim = block;
   gridDim = grid;
   current = &launch;
@@ -879,8 +879,8 @@ void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matrix_a, M,
 // kernels using wgmma keep their tiles. A `wgmma.mma_async.m64nNk16` is queued and runs when
 // a `wgmma.wait_group` lets no more of its group stay in flight: as late as the device may run
 // it, so a tile refilled too early or an accumulator read before its wait gives a wrong
-// answer here too. It then reads both factors through their matrix descriptors (no
-// swizzling) and adds into the thread's N/2 accumulators, laid out as on the device: warp w
+// answer here too. It then reads both factors through their matrix descriptors (128-byte
+// swizzle) and adds into the thread's N/2 accumulators, laid out as on the device: warp w
 // of the warpgroup holds rows 16w..16w+15; accumulator i of lane l is row
 // 16w + l/4 + 8 * (i % 4 / 2), column 8 * (i / 4) + 2 * (l % 4) + i % 2.
 namespace cuda_emu {
@@ -894,15 +894,23 @@ inline std::uint64_t shared_offset(const void* p) {
   return static_cast<std::uint64_t>(offset);
 }
 
-// Element (mn, k) of a 16-bit factor described by `desc`: 8 x 8 core matrices of 16-byte
-// rows, a row along k (K-major) or along M/N (`mn_major`); LBO steps between core matrices
-// along k, SBO along M/N.
+// Element (mn, k) of a 16-bit factor described by `desc`, in the 128-byte swizzled layout
+// (layout type 1, the only one tunehub emits): rows of 128 bytes along k (K-major) or along
+// M/N (`mn_major`), 8 rows to a 1024-byte atom; SBO steps between atoms along the rows'
+// direction, LBO (M/N-major) between atoms along the 128-byte rows. The hardware then
+// exchanges the 16-byte chunks of each row: address bits 4-6 ^= bits 7-9 (dynamic shared
+// memory is 1024-byte aligned, here as on the device).
 template <class T>
 float descriptor_element(std::uint64_t desc, bool mn_major, unsigned mn, unsigned k) {
+  if ((desc >> 62) != 1) {
+    std::fprintf(stderr, "cuda_emulate: a wgmma descriptor without the 128-byte swizzle\n");
+    std::abort();
+  }
   std::uint64_t start = (desc & 0x3FFFu) << 4;
   std::uint64_t lbo = ((desc >> 16) & 0x3FFFu) << 4, sbo = ((desc >> 32) & 0x3FFFu) << 4;
-  std::uint64_t at = start + (mn / 8) * sbo + (k / 8) * lbo;
-  at += mn_major ? (k % 8) * 16 + (mn % 8) * 2 : (mn % 8) * 16 + (k % 8) * 2;
+  std::uint64_t at = mn_major ? start + (mn / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (mn % 64) * 2
+                              : start + (mn / 8) * sbo + (mn % 8) * 128 + k * 2;
+  at ^= ((at >> 7) & 7) << 4;
   return static_cast<float>(*reinterpret_cast<const T*>(dynamic_shared() + at));
 }
 

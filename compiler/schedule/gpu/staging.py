@@ -106,11 +106,16 @@ class StagedTiles:
 
     bk: int  # k per slice
     lag = 0  # slices whose math may still run when the next slice's loads are issued
+    # Copy loops unrolled: each copy's address is then the thread's base plus a constant,
+    # where a rolled loop recomputes the whole 64-bit index per copy (about 40 instructions
+    # per 16 bytes, as many issue slots as the wgmma math of a slice on an H100).
+    unroll_copies = True
     s: TileShape
     tid: Expr  # the thread's index in the block
     batch: Expr
     row0: Expr  # where the block's tile starts along the rows and the columns
     col0: Expr
+    block_decls: list[Stmt]  # locals the block's tile position reads, first in the block
 
     def __init__(self, ops: Operands, shape: TileShape, ctx: Context) -> None:
         dtype = staged(ops)
@@ -119,15 +124,21 @@ class StagedTiles:
         self.tiles = {side: ctx.fresh("As" if side == "row" else "Bs") for side in SIDES}
         self.runs = {side: self._run(side) if shape.stages > 1 else 0 for side in SIDES}
 
-    def _bindings(self, bm: int, bn: int, raster: int = 1) -> tuple[list[Loop], Loop]:
+    def _bindings(
+        self, bm: int, bn: int, raster: int = 1, named: bool = True
+    ) -> tuple[list[Loop], Loop]:
         """The block bindings (x over column tiles of `bn`, y over row tiles of `bm`, z over
         the batch where there is one) and the thread binding; sets where the block's tile
         starts and the thread's index.
 
         With `raster` > 1 blocks take tiles in groups of `raster` row tiles, column by
         column within a group (Triton's grouped ordering): the blocks resident at once then
-        share row and column panels in L2 instead of all sweeping one row of tiles."""
+        share row and column panels in L2 instead of all sweeping one row of tiles. With
+        `named` the grouped tile's row and column are locals (`block_decls`): every tile
+        load's address uses them, and nvcc does not hoist their 64-bit divisions out of the
+        loops that issue the loads. (Held all kernel long, they cost registers.)"""
         ops, ctx = self.ops, self.ctx
+        self.block_decls = []
         across, down = ceildiv(ops.cols.extent, bn), ceildiv(ops.rows.extent, bm)
         bx = bind(ctx, "bx", across, "blockIdx.x")
         by = bind(ctx, "by", down, "blockIdx.y")
@@ -144,6 +155,10 @@ class StagedTiles:
             within = Binary("%", order, per_group, INDEX)
             row = add(first, Binary("%", within, size, INDEX))
             col = Binary("//", within, size, INDEX)
+        if raster > 1 and named:
+            named_row, named_col = ctx.fresh("tile_row"), ctx.fresh("tile_col")
+            self.block_decls = [Decl(named_row, INDEX, init=row), Decl(named_col, INDEX, init=col)]
+            row, col = var(named_row), var(named_col)
         self.row0, self.col0 = mul(row, const(bm)), mul(col, const(bn))
         tx = bind(ctx, "tx", self.s.threads, "threadIdx.x")
         self.tid = var(tx.var)
@@ -313,4 +328,4 @@ class StagedTiles:
         at = add(self._base(side, stage), self._at(side, lane, kk))
         copy = AsyncCopy("copy", self.tiles[side], at, src, run * size, valid)
         count = s.width(side) * self.bk // run // s.loaders
-        return For(n, const(count), copy, "unroll", factor=1)
+        return For(n, const(count), copy, "unroll", factor=0 if self.unroll_copies else 1)

@@ -8,20 +8,25 @@ batch), the tiles optionally taken in groups of `raster` row tiles for L2 reuse.
 block tile as `m_tiles` slabs of 64 rows by all `bn` columns, one `wgmma` of
 N = `bn` per slab and 16 of k, its accumulators `m_tiles * bn / 2` floats per thread.
 
-Shared tiles are the canonical no-swizzle layout of `wgmma`'s matrix descriptors: 8 x 8 core
-matrices of 16-byte rows. A side keeps the direction its global memory is contiguous in (so a
-raw tile is copied as it is): K-major (`A[m][k]`, `B[n][k]`) where its reads walk k, else
-M/N-major (`A[k][m]`, `B[k][n]`), which the instruction reads transposed. With `s` the strided
-and `c` the contiguous coordinate of a tile whose contiguous extent is `C`, element (s, c)
-sits at
+Shared tiles are in the 128-byte swizzled layout of `wgmma`'s matrix descriptors. A side
+keeps the direction its global memory is contiguous in (so a raw tile is copied as it is):
+K-major (`A[m][k]`, `B[n][k]`) where its reads walk k, else M/N-major (`A[k][m]`, `B[k][n]`),
+which the instruction reads transposed. With `s` the strided and `c` the contiguous coordinate
+of a tile whose strided extent is `S`, the tile is cut into atoms of 8 rows (along s) by 64
+elements (128 bytes, along c), 1024 bytes each, atom (c / 64, s / 8) the
+`(c / 64) * S / 8 + s / 8`-th; within an atom, row `s % 8` holds 8 chunks of 16 bytes, chunk
+`c % 64 / 8` stored at position `(c % 64 / 8) ^ (s % 8)`. So element (s, c) sits at
 
-    (s / 8) * 8C + (c / 8) * 64 + (s % 8) * 8 + c % 8
+    ((c / 64) * S / 8 + s / 8) * 512 + (s % 8) * 64 + ((c % 64 / 8) ^ (s % 8)) * 8 + c % 8
 
-so the 16-byte chunk `f` in the order threads take them (8 strided rows, then along c, then
-the next 8 rows) lands at element `8 f`: consecutive threads fill consecutive 16 bytes (no
-bank conflicts), and each reads 16 contiguous bytes of global memory. Core matrices are 128
-bytes apart along c and `16 C` bytes apart along s; the descriptor names these LBO (along k)
-and SBO (along M/N).
+The hardware applies the same exclusive-or to address bits 4-6 from bits 7-9, so the tiles
+must start 1024-byte aligned. Why swizzle: threads take 16-byte chunks in the order of `c`
+(8 consecutive threads read one 128-byte line of global memory, a single L2 request), and the
+8 chunks of a row land in 8 different bank groups. The unswizzled layout can have only one
+of the two: on an H100, its copies of 16 bytes per line (one sector per request) left L2 93%
+busy at 287 GB/s and the kernel at a third of cuBLAS. The descriptor's SBO is 1024 (between
+atoms along s); M/N-major, LBO is `S / 8 * 1024` (between atoms along c); K-major tiles have
+one atom along c (`BK` = 64) and LBO is unused.
 
 Per slice of `BK` = 64 the tiles load through the `cp.async` pipeline of
 `compiler.schedule.gpu.staging` (`stages` buffers; raw sides copied in 16-byte chunks, others
@@ -51,7 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.dtypes import INDEX
-from compiler.ir import Const, Expr, Load
+from compiler.ir import Binary, Const, Expr, Load
 from compiler.loop import (
     CORE_ROW_BYTES,
     AsyncCopy,
@@ -85,6 +90,7 @@ SLAB = 64  # rows of A per wgmma
 K_STEP = 16  # k per wgmma
 BK = 64  # k per shared-memory slice
 CORE = 8  # a core matrix is 8 x 8 16-bit elements
+ATOM = 64  # elements along c of a swizzle atom (128 bytes; 8 rows of them, 1024 bytes)
 WGMMA = 90  # the compute capability with wgmma (built for sm_90a)
 
 
@@ -138,8 +144,8 @@ class WgmmaShape:
         """Why the warpgroups do not tile the block tile, or None."""
         if self.bm % (SLAB * self.groups) or self.m_tiles < 1:
             return f"bm={self.bm} is not a whole number of {SLAB}-row slabs per warpgroup"
-        if self.bn % CORE or not CORE <= self.bn <= 256:
-            return f"bn={self.bn} is not a wgmma N (a multiple of 8 up to 256)"
+        if self.bn % ATOM or not ATOM <= self.bn <= 256:
+            return f"bn={self.bn} is not a multiple of {ATOM} up to 256 (whole swizzle atoms)"
         if self.stages - 1 - self.in_flight < 1:
             return f"{self.stages} stages leave no slice ahead with {self.in_flight} in flight"
         for width in (self.bm, self.bn):
@@ -173,6 +179,8 @@ class WgmmaKernel(StagedTiles):
         super().__init__(ops, shape, ctx)
         self.runs = {side: run if run == CORE else 0 for side, run in self.runs.items()}
         self.lag = shape.in_flight
+        # The producer's registers are capped (`setmaxnreg`): unrolled, its copies spill.
+        self.unroll_copies = not shape.producer
         names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
         self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
 
@@ -180,12 +188,17 @@ class WgmmaKernel(StagedTiles):
         """The tile's extent along its contiguous direction (`C` in the module doc)."""
         return BK if self.ops.k_inner(side) else self.s.width(side)
 
+    def _strided(self, side: str) -> int:
+        """The tile's extent along its strided direction (`S` in the module doc)."""
+        return self.s.width(side) if self.ops.k_inner(side) else BK
+
     def _at(self, side: str, lane: Expr, kk: Expr) -> Expr:
-        """The tile offset of (lane, k offset): the core-matrix layout of the module doc."""
+        """The tile offset of (lane, k offset): the swizzled layout of the module doc."""
         s, c = (lane, kk) if self.ops.k_inner(side) else (kk, lane)
-        rows = mul(div(s, CORE), const(CORE * self._contiguous(side)))
-        cores = mul(div(c, CORE), const(CORE * CORE))
-        return add(add(rows, cores), add(mul(mod(s, CORE), const(CORE)), mod(c, CORE)))
+        atom = add(mul(div(c, ATOM), const(self._strided(side) // CORE)), div(s, CORE))
+        chunk = Binary("^", div(mod(c, ATOM), CORE), mod(s, CORE), INDEX)
+        row = add(mul(mod(s, CORE), const(ATOM)), mul(chunk, const(CORE)))
+        return add(add(mul(atom, const(ATOM * CORE)), row), mod(c, CORE))
 
     def _slot(self, side: str, n: str, run: int) -> tuple[Expr, Expr]:
         """(lane, k offset) of the first of the `run` elements at tile offset `run * f` for
@@ -194,8 +207,8 @@ class WgmmaKernel(StagedTiles):
         per_chunk = CORE // run  # flat indices per 16-byte chunk
         chunk, within = div(f, per_chunk), mul(mod(f, per_chunk), const(run))
         per_row = self._contiguous(side) // CORE
-        strided = add(mul(div(chunk, CORE * per_row), const(CORE)), mod(chunk, CORE))
-        contiguous = add(mul(mod(div(chunk, CORE), per_row), const(CORE)), within)
+        strided = div(chunk, per_row)
+        contiguous = add(mul(mod(chunk, per_row), const(CORE)), within)
         if self.ops.k_inner(side):
             return strided, contiguous
         return contiguous, strided
@@ -205,7 +218,7 @@ class WgmmaKernel(StagedTiles):
 
     def lower(self) -> Stmt:
         s, ctx = self.s, self.ctx
-        blocks, tx = self._bindings(s.bm, s.bn, s.raster)
+        blocks, tx = self._bindings(s.bm, s.bn, s.raster, named=not s.producer)
         group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
         self.group, self.warp, self.lane = var(group), var(warp), var(lane)
         self.acc = ctx.fresh("acc")
@@ -219,7 +232,10 @@ class WgmmaKernel(StagedTiles):
             inner = seq(*head, *self._specialized())
         else:
             inner = seq(*head, *self._accumulators(), self._pipeline(), self._store())
-        return nest(blocks, seq(*self._tile_decls(), *self.barriers, nest([tx], inner)))
+        return nest(
+            blocks,
+            seq(*self.block_decls, *self._tile_decls(), *self.barriers, nest([tx], inner)),
+        )
 
     def _accumulators(self) -> list[Stmt]:
         """The thread's float32 accumulators, zeroed."""
@@ -274,10 +290,11 @@ class WgmmaKernel(StagedTiles):
     def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:
         """The descriptor view of `side`'s tile in buffer `stage` from (lane, kk) on."""
         offset = add(self._base(side, stage), self._at(side, lane, const(kk)))
-        along_c, along_s = CORE * CORE_ROW_BYTES, self._contiguous(side) * CORE_ROW_BYTES
-        if self.ops.k_inner(side):  # c is k: LBO along c, SBO along s
-            return SharedMatrix(self.tiles[side], offset, True, along_c, along_s)
-        return SharedMatrix(self.tiles[side], offset, False, along_s, along_c)
+        atom_bytes = CORE * ATOM * 2
+        along_c = self._strided(side) // CORE * atom_bytes
+        if self.ops.k_inner(side):  # one atom along c: LBO unused (1, as CUTLASS sets it)
+            return SharedMatrix(self.tiles[side], offset, True, CORE_ROW_BYTES, atom_bytes)
+        return SharedMatrix(self.tiles[side], offset, False, along_c, atom_bytes)
 
     def _compute(self, stage: Expr) -> Stmt:
         """The slice's products: per 16 of k, one wgmma per 64-row slab; then a wait that

@@ -162,7 +162,7 @@ class WmmaKernel(StagedTiles):
             self._single() if s.stages == 1 else self._pipeline(),
             self._store(),
         )
-        return nest(blocks, seq(*shared, nest([tx], inner)))
+        return nest(blocks, seq(*self.block_decls, *shared, nest([tx], inner)))
 
     def _at(self, side: str, lane: Expr, kk: Expr) -> Expr:
         """The tile offset of (lane, k offset) within one buffer."""
