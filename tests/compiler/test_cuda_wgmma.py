@@ -113,7 +113,8 @@ def test_renders_warpgroup_ptx_with_an_emulator_fallback() -> None:
         "wgmma_hold128(acc",  # 2 slabs x 64: accumulators pinned around the fence and the wait
         "fence.proxy.async.shared::cta;",
         "cp.async.cg.shared.global",
-        "extern __shared__ __align__(128)",  # tiles in dynamic shared memory
+        "extern __shared__ __align__(1024)",  # tiles in dynamic shared memory, atoms aligned
+        "(1ull << 62)",  # descriptors of the 128-byte swizzle
         "__float2bfloat16_rn(",
     ):
         assert text in source, text

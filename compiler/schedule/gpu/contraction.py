@@ -94,7 +94,7 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_bm": (128, 64, 256),
     "wgmma_bn": (128, 64, 256),
     "wgmma_groups": (1, 2),
-    "wgmma_stages": (3, 2, 4),
+    "wgmma_stages": (3, 2, 4, 5, 6),
     "wgmma_in_flight": (0, 1),
     "wgmma_raster": (1, 8),
     "wgmma_producer": (False, True),

@@ -106,10 +106,6 @@ class StagedTiles:
 
     bk: int  # k per slice
     lag = 0  # slices whose math may still run when the next slice's loads are issued
-    # Copy loops unrolled: each copy's address is then the thread's base plus a constant,
-    # where a rolled loop recomputes the whole 64-bit index per copy (about 40 instructions
-    # per 16 bytes, as many issue slots as the wgmma math of a slice on an H100).
-    unroll_copies = True
     s: TileShape
     tid: Expr  # the thread's index in the block
     batch: Expr
@@ -328,4 +324,7 @@ class StagedTiles:
         at = add(self._base(side, stage), self._at(side, lane, kk))
         copy = AsyncCopy("copy", self.tiles[side], at, src, run * size, valid)
         count = s.width(side) * self.bk // run // s.loaders
-        return For(n, const(count), copy, "unroll", factor=0 if self.unroll_copies else 1)
+        # Unrolled: each copy's address is then the thread's base plus a constant, where a
+        # rolled loop recomputes the whole 64-bit index per copy (about 40 instructions per
+        # 16 bytes, as many issue slots as the wgmma math of a slice on an H100).
+        return For(n, const(count), copy, "unroll", factor=0)

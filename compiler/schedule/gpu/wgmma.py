@@ -179,8 +179,6 @@ class WgmmaKernel(StagedTiles):
         super().__init__(ops, shape, ctx)
         self.runs = {side: run if run == CORE else 0 for side, run in self.runs.items()}
         self.lag = shape.in_flight
-        # The producer's registers are capped (`setmaxnreg`): unrolled, its copies spill.
-        self.unroll_copies = not shape.producer
         names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
         self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
 
