@@ -22,14 +22,16 @@ quoted against a device-to-device copy measured in the same run (bytes read plus
 Results go to docs/benchmarks/gpu_kernels-<date>.md and .json.
 
 On the lent GPU machine (python3 there has numpy, torch, triton, cupy and cuda-bindings but
-not sqlalchemy, alembic, pydantic or xgboost), carry those as wheels. Here, once:
+not sqlalchemy, alembic, pydantic, pydantic-settings, redis, rq or xgboost), carry those as
+wheels. Here, once:
 
     mkdir -p .git/info && echo /.whl/ >> .git/info/exclude
     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \\
       --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \\
       --platform manylinux2014_x86_64 -d .whl sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 \\
       pydantic==2.14.3 pydantic-core==2.50.4 annotated-types==0.8.0 typing-inspection==0.4.5 \\
-      typing-extensions==4.16.0 xgboost-cpu==3.2.0
+      typing-extensions==4.16.0 xgboost-cpu==3.2.0 pydantic-settings==2.16.3 \\
+      python-dotenv==1.2.4 redis==8.1.0 rq==3.0.0 croniter==7.0.0
 
 then run (device tool, carry [".whl"], timeout 600; commit as `git rev-parse --short HEAD`
 gives it here, since the copy there has no git history):
