@@ -183,7 +183,7 @@ class WgmmaKernel(StagedTiles):
         self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
 
     def _contiguous(self, side: str) -> int:
-        """The tile's extent along its contiguous direction (`C` in the module doc)."""
+        """The tile's extent along its contiguous direction (c in the module doc)."""
         return BK if self.ops.k_inner(side) else self.s.width(side)
 
     def _strided(self, side: str) -> int:
@@ -199,8 +199,9 @@ class WgmmaKernel(StagedTiles):
         return add(add(mul(atom, const(ATOM * CORE)), row), mod(c, CORE))
 
     def _slot(self, side: str, n: str, run: int) -> tuple[Expr, Expr]:
-        """(lane, k offset) of the first of the `run` elements at tile offset `run * f` for
-        pass `n`'s flat index f: consecutive threads take consecutive tile positions."""
+        """(lane, k offset) of the first of the `run` elements that pass `n`'s flat index f
+        gives this thread: the tile in row-major order of (s, c), so that consecutive threads
+        read consecutive bytes of global memory (the swizzle keeps their stores apart)."""
         f = add(mul(var(n), const(self.s.loaders)), self.tid)
         per_chunk = CORE // run  # flat indices per 16-byte chunk
         chunk, within = div(f, per_chunk), mul(mod(f, per_chunk), const(run))
