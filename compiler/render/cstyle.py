@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from compiler import dtypes
-from compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var
+from compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var, loads
 from compiler.loop import (
     BLOCK_KINDS,
     HORIZONTAL,
@@ -55,10 +55,12 @@ from compiler.loop import (
     buffers_used,
     const_value,
     end,
+    exprs,
     flat_index,
     lanes,
     product,
     scalar,
+    stmts,
     vector,
 )
 from compiler.render.cmath import (
@@ -99,6 +101,11 @@ class CStyleRenderer:
     function_prefix = ""
     helper_prefix = "static inline "
     restrict = "restrict"
+    # Whether a buffer the function both writes and reads is still declared `restrict`. Not
+    # on a GPU: its threads hand such buffers to each other across barriers (a fused
+    # kernel's row statistics), and `restrict` lets nvcc hoist a thread's read of one above
+    # the barrier when that thread itself never writes it (seen on an H100: NaN outputs).
+    restrict_reread = True
     indent = "  "
     types: ClassVar[dict[str, str]] = {
         "float64": "double",
@@ -178,8 +185,11 @@ class CStyleRenderer:
         ]
         written: list[Buffer | Workspace] = [*fn.outputs]
         written += fn.workspaces if workspaces else ()
+        reread = set() if self.restrict_reread else _loaded(fn.body)
         params += [
-            f"{self.storage_types[b.dtype]}* {self.restrict} {self.name(b.name)}" for b in written
+            f"{self.storage_types[b.dtype]}*{'' if b.name in reread else ' ' + self.restrict} "
+            f"{self.name(b.name)}"
+            for b in written
         ]
         params += [f"int64_t {self.name(s)}" for s in fn.symbols]
         return ", ".join(params)
@@ -601,6 +611,11 @@ class CStyleRenderer:
         if fn in ("floor", "ceil") and not dtypes.is_float(scalar(expr.dtype)):
             return values[0]
         return f"{self.math(fn, expr.dtype)}({', '.join(values)})"
+
+
+def _loaded(stmt: Stmt) -> set[str]:
+    """Buffers the tree reads through loads."""
+    return {ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e)}
 
 
 def _serial_uses(stmt: Stmt) -> set[str]:

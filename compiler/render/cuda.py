@@ -121,6 +121,7 @@ class CUDARenderer(CStyleRenderer):
     language = "cuda"
     helper_prefix = "static __device__ __forceinline__ "
     restrict = "__restrict__"
+    restrict_reread = False
     storage_types: ClassVar[dict[str, str]] = {
         **CStyleRenderer.types,
         "float16": "__half",

@@ -71,6 +71,18 @@ def test_a_fused_row_group_is_one_kernel_with_a_block_per_row() -> None:
     assert kernel.source.count("__syncthreads();") >= 2
 
 
+def test_buffers_threads_hand_each_other_are_not_restrict() -> None:
+    """A fused kernel's row statistics are written by one thread and read by the block after a
+    barrier: declared `__restrict__`, nvcc hoisted the other threads' reads above the barrier
+    (an H100 returned NaN). Inputs and write-only outputs keep it."""
+    program = example("softmax")
+    space = space_for(program, CUDA)
+    config = {**space.default(), **{k: True for k in space.knobs if k.endswith(".fuse")}}
+    source = lower(program, CUDA, config).source
+    assert "const float* __restrict__ X_, float* __restrict__ Y_, " in source
+    assert "float* row_max_, float* row_sum_)" in source
+
+
 def test_grids_are_expressions_of_the_symbols() -> None:
     program = example("int4_matmul")
     space = space_for(program, CUDA)
