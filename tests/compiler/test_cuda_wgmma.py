@@ -219,22 +219,23 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     space = space_for(matmul("float16", 4096, 4096, 4096), SM90)
     seeds = space.seeds()
     modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
-    assert modes_of == ["wmma", "wgmma", "wgmma", "wgmma"]
+    assert modes_of == ["wgmma", "wgmma", "wgmma", "wmma"]
     assert all(space.check(seed) is None for seed in seeds)
-    assert seeds[1]["s0.wgmma_bn"] == 256 and seeds[1]["s0.wgmma_producer"] is True
+    first = {k: seeds[0][f"s0.wgmma_{k}"] for k in ("bm", "bn", "groups", "stages", "raster")}
+    assert first == {"bm": 128, "bn": 128, "groups": 2, "stages": 3, "raster": 1}
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
     # Symbolic rows: the long-run GEMV kernel too; 4 rows: only that.
     assert [s["s0.mode"] for s in space_for(int4_matmul(), SM90).seeds()] == [
         "gemv",
+        "wgmma",
+        "wgmma",
+        "wgmma",
         "wmma",
-        "wgmma",
-        "wgmma",
-        "wgmma",
     ]
     few = space_for(matmul("float16", 4, 4096, 4096), SM90).seeds()
-    assert [(s["s0.mode"], s["s0.gemv_rows"], s["s0.gemv_vec"]) for s in few] == [("gemv", 4, 32)]
+    assert [(s["s0.mode"], s["s0.gemv_rows"], s["s0.gemv_vec"]) for s in few] == [("gemv", 4, 16)]
 
 
 @pytest.mark.gpu

@@ -202,14 +202,15 @@ def int4_seed(mode: str) -> tuple[Config, str]:
 
 
 def test_int4_gemv_reads_each_weight_word_and_scale_once_and_shifts_by_constants() -> None:
-    """The GEMV seed of the int4 example: a lane's run of 32 k covers 4 weight words and one
-    scale per row, and every nibble's shift is a literal."""
+    """The GEMV seed of the int4 example: a lane's run of `vec` k covers `vec / 8` weight
+    words and, per column, the scales of the 32-k groups it meets; every nibble's shift is a
+    literal."""
     gemv, source = int4_seed("gemv")
     rows, run = int(gemv["s0.gemv_cols"]), int(gemv["s0.gemv_vec"])
     words = set(re.findall(r"W_\[[^\]]*\]", source))
     scales = set(re.findall(r"scales_\[[^\]]*\]", source))
     assert len(words) == rows * run // 8
-    assert len(scales) == rows * run // 32
+    assert len(scales) == rows * -(-run // 32)
     shifts = re.findall(r">> \(\(uint32_t\)\(([^()]*)\)\)", source)
     assert shifts and all(s.isdigit() for s in shifts)
 
