@@ -13,7 +13,7 @@ stored.
   `async_copy` (with `double`; only on sm_80 and later where a side is a raw read of the
   accumulator's type, e.g. float32 data) copies raw sides' next slices with `cp.async`;
 * `gemv` (`gemv.py`): a warp per `gemv_cols` columns, k split over lanes in runs of `gemv_vec`
-  (up to 32: an int4 lane then has 4 weight words in flight, not 1),
+  (up to 64: at 32 an int4 lane has 4 weight words in flight, not 1),
   `gemv_rows` rows per pass, `gemv_warps` warps per block (for M of 1..8; offered where M is
   symbolic or at most 64);
 * `wmma` (`wmma.py`): tensor cores (WMMA 16x16x16, float32 accumulators), block tile
