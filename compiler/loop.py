@@ -602,8 +602,12 @@ def buffers_used(stmt: Stmt) -> set[str]:
             used.update((s.acc, s.a.buffer, s.b.buffer))
         elif isinstance(s, Mbarrier):
             used.add(s.buffer)
-    used.update(ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e))
-    return used
+    return used | buffers_loaded(stmt)
+
+
+def buffers_loaded(stmt: Stmt) -> set[str]:
+    """Names of the buffers and local arrays the tree reads through loads."""
+    return {ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e)}
 
 
 def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:

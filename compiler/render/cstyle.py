@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from compiler import dtypes
-from compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var, loads
+from compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var
 from compiler.loop import (
     BLOCK_KINDS,
     HORIZONTAL,
@@ -52,15 +52,14 @@ from compiler.loop import (
     Wmma,
     Workspace,
     as_expr,
+    buffers_loaded,
     buffers_used,
     const_value,
     end,
-    exprs,
     flat_index,
     lanes,
     product,
     scalar,
-    stmts,
     vector,
 )
 from compiler.render.cmath import (
@@ -185,7 +184,7 @@ class CStyleRenderer:
         ]
         written: list[Buffer | Workspace] = [*fn.outputs]
         written += fn.workspaces if workspaces else ()
-        reread = set() if self.restrict_reread else _loaded(fn.body)
+        reread = set() if self.restrict_reread else buffers_loaded(fn.body)
         params += [
             f"{self.storage_types[b.dtype]}*{'' if b.name in reread else ' ' + self.restrict} "
             f"{self.name(b.name)}"
@@ -611,11 +610,6 @@ class CStyleRenderer:
         if fn in ("floor", "ceil") and not dtypes.is_float(scalar(expr.dtype)):
             return values[0]
         return f"{self.math(fn, expr.dtype)}({', '.join(values)})"
-
-
-def _loaded(stmt: Stmt) -> set[str]:
-    """Buffers the tree reads through loads."""
-    return {ld.tensor for s in stmts(stmt) for e in exprs(s) for ld in loads(e)}
 
 
 def _serial_uses(stmt: Stmt) -> set[str]:

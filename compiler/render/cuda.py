@@ -170,7 +170,7 @@ class CUDARenderer(CStyleRenderer):
             self.launch = launch
             head = f"__launch_bounds__({launch.threads}) {launch.entry}({params})"
             lines.append(f'extern "C" __global__ void {head} {{')
-            if launch.dynamic:  # aligned past what WMMA (32 bytes) and cp.async (16) need
+            if launch.dynamic:  # wgmma's swizzle atoms need 1024 bytes (WMMA 32, cp.async 16)
                 lines.append(f"{self.indent}extern __shared__ __align__(1024) float4 {_DYNAMIC}[];")
             lines += [*self.stmt(launch.body, 1), "}", ""]
         return lines[:-1]

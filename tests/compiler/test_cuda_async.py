@@ -124,7 +124,7 @@ def test_shared_memory_counts_every_stage() -> None:
     kernel = lower(program, SM80, wmma_config(space_for(program, SM80), wmma_stages=3, **BIG))
     launched = kernel.launch["kernels"][0]["shared_bytes"]  # past 48 KiB: dynamic
     assert launched == three.shared_bytes(ops) > 48 * 1024
-    assert "extern __shared__ __align__(1024) float4" in kernel.source  # WMMA wants 32 bytes
+    assert "extern __shared__ __align__(1024) float4" in kernel.source  # wgmma atoms: 1024
 
 
 def test_renders_ptx_helpers_with_emulator_fallbacks() -> None:
