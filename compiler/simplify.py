@@ -37,13 +37,14 @@ from compiler.loop import Assign, Decl, For, Function, map_exprs, stmts
 def simplify(fn: Function) -> Function:
     """`fn` with its integer divisions and remainders by constants split where they can be."""
     known = _non_negative_names(fn)
+    return replace(fn, body=map_exprs(fn.body, lambda expr: simplified(expr, known)))
 
-    def rewrite(expr: Expr) -> Expr:
-        if not any(isinstance(e, Binary) and e.op in ("//", "%") for e in walk(expr)):
-            return expr  # most expressions: nothing to split, nothing to rebuild
-        return transform(expr, lambda node: _rewrite(node, known))
 
-    return replace(fn, body=map_exprs(fn.body, rewrite))
+def simplified(expr: Expr, known: set[str]) -> Expr:
+    """`expr` with its divisions and remainders split, the names in `known` non-negative."""
+    if not any(isinstance(e, Binary) and e.op in ("//", "%") for e in walk(expr)):
+        return expr  # most expressions: nothing to split, nothing to rebuild
+    return transform(expr, lambda node: _rewrite(node, known))
 
 
 def _non_negative_names(fn: Function) -> set[str]:
@@ -98,7 +99,7 @@ def _split(expr: Expr, known: set[str]) -> Expr | None:
         and expr.b.value > 0
     ):
         return None
-    terms = _terms(expr.a)
+    terms = summands(expr.a)
     if not all(non_negative(t, known) for t in terms):
         return None
     division = _Division(expr.op, expr.b.value, expr.dtype, known)
@@ -139,10 +140,10 @@ class _Division:
                 quotients.append(exact)
         if not quotients:
             return None
-        remainder = self.apply(_sum(rest, self.dtype)) if rest else Const(0, self.dtype)
+        remainder = self.apply(added(rest, self.dtype)) if rest else Const(0, self.dtype)
         if self.op == "%":
             return remainder
-        return _sum([*quotients, remainder], self.dtype)
+        return added([*quotients, remainder], self.dtype)
 
     def common(self, terms: list[Expr]) -> Expr | None:
         """With g dividing d, every variable term a multiple of g and the constant terms
@@ -156,12 +157,12 @@ class _Division:
         exact = [_exact(t, g) for t in variables]
         if any(e is None for e in exact):
             return None
-        q = _sum([e for e in exact if e is not None], self.dtype)
+        q = added([e for e in exact if e is not None], self.dtype)
         outer = _Division(self.op, self.d // g, self.dtype, self.known)
         if self.op == "//":
             return outer.apply(q)
         low = _product(outer.apply(q), Const(g, self.dtype), self.dtype)
-        return _sum([low, Const(r, self.dtype)], self.dtype)
+        return added([low, Const(r, self.dtype)], self.dtype)
 
     def apply(self, x: Expr) -> Expr:
         """`x op d`, simplified at its root (`x` is already)."""
@@ -170,10 +171,10 @@ class _Division:
         return expr if found is None else found
 
 
-def _terms(expr: Expr) -> list[Expr]:
+def summands(expr: Expr) -> list[Expr]:
     """The summands of a tree of integer additions."""
     if isinstance(expr, Binary) and expr.op == "+" and dtypes.is_int(expr.dtype):
-        return _terms(expr.a) + _terms(expr.b)
+        return summands(expr.a) + summands(expr.b)
     return [expr]
 
 
@@ -209,7 +210,7 @@ def _product(a: Expr, b: Expr, dtype: str) -> Expr:
     return _fold(Binary("*", a, b, dtype))
 
 
-def _sum(terms: list[Expr], dtype: str) -> Expr:
+def added(terms: list[Expr], dtype: str) -> Expr:
     """The terms added up, their constants folded into one (last)."""
     constant = sum(int(t.value) for t in terms if isinstance(t, Const))
     others: list[Expr] = [t for t in terms if not isinstance(t, Const)]

@@ -95,6 +95,12 @@ def compile_command(
 @click.option("--samples", type=click.IntRange(min=1), default=4, show_default=True)
 @symbol_option("Symbol value to check at (default: each symbol at 64, clamped).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampling.")
+@click.option(
+    "--config",
+    "config_texts",
+    multiple=True,
+    help="A config to check, a JSON object (repeatable); given, nothing is sampled.",
+)
 @click.pass_context
 def check(
     ctx: click.Context,
@@ -105,8 +111,10 @@ def check(
     samples: int,
     symbol_args: tuple[str, ...],
     seed: int,
+    config_texts: tuple[str, ...],
 ) -> None:
-    """Verify random valid candidates against the reference; exit 1 if any fails."""
+    """Verify random valid candidates (or the named ones) against the reference; exit 1 if
+    any fails."""
     from worker import device
     from worker.check import check_configs
 
@@ -116,7 +124,7 @@ def check(
     if not emulate and not any(device.can_run_cuda(arch, g["gpu_arch"]) for g in device.gpus()):
         gpus = ", ".join(g["gpu_arch"] for g in device.gpus()) or "none"
         raise UserError(f"no GPU here runs {arch} code (GPUs: {gpus}): use --emulate")
-    configs = _sample(space, samples, seed)
+    configs = [_config(space, text) for text in config_texts] or _sample(space, samples, seed)
     where = "emulated" if emulate else "on the GPU"
     values = ", ".join(f"{k}={v}" for k, v in symbols.items()) or "no symbols"
     click.echo(f"{program.name} on {cuda} ({where}, {values}): {len(configs)} candidates")

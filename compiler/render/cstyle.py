@@ -161,8 +161,8 @@ class CStyleRenderer:
         """A warp shuffle of `value` (of compute dtype `dtype`) (GPU dialects)."""
         raise ValueError(f"{self.language} has no warp shuffles")
 
-    def lane_of(self, vector_text: str, lane: int) -> str:
-        """One lane of a vector value."""
+    def lane_of(self, vector_text: str, lane: int, dtype: str) -> str:
+        """One lane of a vector value of `dtype`, as its compute dtype."""
         return f"{vector_text}[{lane}]"
 
     # ---------------------------------------------------------------- entry point
@@ -378,7 +378,7 @@ class CStyleRenderer:
         return [*lines, f"{pad}}}"]
 
     def _stmt_Decl(self, stmt: Decl, depth: int) -> list[str]:
-        if dtypes.is_half(scalar(stmt.dtype)) and not (stmt.shared and lanes(stmt.dtype) == 1):
+        if dtypes.is_half(stmt.dtype) and not stmt.shared:
             raise ValueError(f"local {stmt.name!r}: locals hold compute dtypes (float32)")
         self.locals[stmt.name] = (stmt.dtype, stmt.shape)
         if stmt.shared:
@@ -431,13 +431,8 @@ class CStyleRenderer:
                 f"{pad}{self._lane_helper('vstore', vector(buf.dtype, n))}(&{target}, {value});"
             ]
         if dtypes.is_half(buf.dtype):
-            # The store rounds: a cast to the buffer's dtype just before it is redundant.
-            stored = stmt.value
-            if isinstance(stored, Cast) and stored.dtype == buf.dtype:
-                stored = stored.x
-            return [
-                f"{pad}{target} = {self.half('store', buf.dtype)}({self.value(stored, 'float32')});"
-            ]
+            stored = self.value(rounded(stmt.value, buf.dtype), "float32")
+            return [f"{pad}{target} = {self.half('store', buf.dtype)}({stored});"]
         value = self.value(stmt.value, buf.dtype)
         return [f"{pad}{target} = {value};"]
 
@@ -601,7 +596,7 @@ class CStyleRenderer:
         if fn == "lane":
             lane = const_value(args[1])
             assert lane is not None, "lane() takes a constant lane"
-            return self.lane_of(self.expr(args[0]), lane)
+            return self.lane_of(self.expr(args[0]), lane, args[0].dtype)
         if fn in SHUFFLES:
             return self.shuffle(fn, self.expr(args[0]), self.expr(args[1]), expr.dtype)
         values = [self.value(a, expr.dtype) for a in args]
@@ -624,6 +619,15 @@ def _serial_uses(stmt: Stmt) -> set[str]:
         rest = _serial_uses(stmt.orelse) if stmt.orelse is not None else set()
         return buffers_used(If(stmt.cond, Seq(()))) | _serial_uses(stmt.then) | rest
     return buffers_used(stmt)
+
+
+def rounded(value: Expr, dtype: str) -> Expr:
+    """What to round to 16-bit `dtype` where `value` is stored as one: casts to `dtype` at its
+    top are redundant (rounding twice is rounding once), and each would cost a conversion
+    and a widening (an fp16 GEMM's epilogue rounded every value three times)."""
+    while isinstance(value, Cast) and value.dtype == dtype:
+        value = value.x
+    return value
 
 
 def widened(expr: Expr) -> Expr:

@@ -9,7 +9,9 @@ memory past 48 KiB), barriers `__syncthreads()`, shuffles `__shfl_*_sync` over t
 asynchronous copies `cp.async` (16-byte ones bypass L1, `.cg`; 4- and 8-byte ones cannot, `.ca`).
 16-bit floats are `__half`/`__nv_bfloat16` converted by the `cuda_fp16.h`/`cuda_bf16.h`
 intrinsics; float32 math is the CUDA math library (`expf`, `erff`, ...). Vector values exist
-only as `float2`/`float4` (and `int2`/`int4`) loads, stores and lanes: no vector arithmetic.
+only as `float2`/`float4` (and `int2`/`int4`, `uint2`/`uint4`) loads, stores and lanes: no
+vector arithmetic; a vector of 16-bit floats is its bits (`uint32_t`, `uint2`, `uint4`), each
+lane widened where it is read.
 
 The source also builds with g++ and the CPU emulation header, which defines the CUDA names
 used here; the CUDA headers are only included under nvcc (`__CUDACC__`). Inline PTX lives only
@@ -24,7 +26,7 @@ import math
 from typing import ClassVar
 
 from compiler import dtypes
-from compiler.ir import Binary, Cast, Const, Expr, Load
+from compiler.ir import Binary, Call, Cast, Const, Expr, Load
 from compiler.loop import (
     BLOCK_KINDS,
     THREAD_KINDS,
@@ -42,7 +44,7 @@ from compiler.loop import (
     scalar,
     stmts,
 )
-from compiler.render.cstyle import CODES, CStyleRenderer, compute, widened
+from compiler.render.cstyle import CODES, CStyleRenderer, compute, rounded, widened
 from compiler.render.launch import Launch, guarded, launches
 
 _HALF = {
@@ -62,7 +64,10 @@ _VECTORS = {
     "float32x4": "float4",
     "int32x2": "int2",
     "int32x4": "int4",
+    "uint32x2": "uint2",
+    "uint32x4": "uint4",
 }
+_RAW_WORDS = {2: "uint32_t", 4: "uint2", 8: "uint4"}  # a 16-bit float vector's bits, by lanes
 _HEADERS = {"float16": "cuda_fp16.h", "bfloat16": "cuda_bf16.h"}
 _LANES = "xyzw"
 _FULL_MASK = "0xffffffffu"
@@ -386,6 +391,11 @@ class CUDARenderer(CStyleRenderer):
     # ---------------------------------------------------------------- vector values
 
     def ctype(self, dtype: str) -> str:
+        """16-bit float vectors hold their bits (`lane_of` widens one lane at a time)."""
+        if lanes(dtype) > 1 and dtypes.is_half(scalar(dtype)):
+            if lanes(dtype) not in _RAW_WORDS:
+                raise ValueError(f"CUDA has no vector type for {dtype}")
+            return _RAW_WORDS[lanes(dtype)]
         dtype = compute(dtype)
         if lanes(dtype) == 1:
             return self.types[dtype]
@@ -421,8 +431,29 @@ class CUDARenderer(CStyleRenderer):
         bias = f"__ushort_as_half((unsigned short){0x6400 + c}u)"
         return f"__hmul(__hsub({small}, {bias}), {self._element(scale.tensor, scale.indices)})"
 
-    def lane_of(self, vector_text: str, lane: int) -> str:
-        return f"{vector_text}.{_LANES[lane]}"
+    def lane_of(self, vector_text: str, lane: int, dtype: str) -> str:
+        element = scalar(dtype)
+        if not dtypes.is_half(element):
+            return f"{vector_text}.{_LANES[lane]}"
+        word = vector_text if lanes(dtype) == 2 else f"{vector_text}.{_LANES[lane // 2]}"
+        bits = f"(unsigned short)({word} >> 16)" if lane % 2 else f"(unsigned short){word}"
+        raw = "__ushort_as_half" if element == "float16" else "__ushort_as_bfloat16"
+        return f"{self.half('load', element)}({raw}({bits}))"
+
+    def _expr_Call(self, expr: Call) -> str:
+        """`pack` makes a pair of 16-bit floats (one conversion instruction, `cvt.rn.f16x2`)
+        for a 4-byte store."""
+        if expr.fn != "pack":
+            return super()._expr_Call(expr)
+        element = scalar(expr.dtype)
+        if lanes(expr.dtype) != 2 or not dtypes.is_half(element):
+            raise ValueError(f"CUDA packs pairs of 16-bit floats, not {expr.dtype}")
+        pair = "__floats2half2_rn" if element == "float16" else "__floats2bfloat162_rn"
+        kind = "__half2" if element == "float16" else "__nv_bfloat162"
+        body = f"  {kind} h = {pair}(a, b);\n  return *reinterpret_cast<uint32_t*>(&h);"
+        name = self._helper(f"pack_{CODES[element]}x2", "uint32_t", "float a, float b", body)
+        a, b = (self.value(rounded(arg, element), "float32") for arg in expr.args)
+        return f"{name}({a}, {b})"
 
     def _lane_helper(self, kind: str, dtype: str) -> str:
         """Aligned vector loads and stores (the schedule guarantees the alignment)."""

@@ -115,7 +115,7 @@ def test_renders_warpgroup_ptx_with_an_emulator_fallback() -> None:
         "cp.async.cg.shared.global",
         "extern __shared__ __align__(1024)",  # tiles in dynamic shared memory, atoms aligned
         "(1ull << 62)",  # descriptors of the 128-byte swizzle
-        "__float2bfloat16_rn(",
+        "__floats2bfloat162_rn(",  # neighbouring columns rounded and stored as a pair
     ):
         assert text in source, text
 
@@ -219,10 +219,11 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     space = space_for(matmul("float16", 4096, 4096, 4096), SM90)
     seeds = space.seeds()
     modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
-    assert modes_of == ["wgmma", "wgmma", "wgmma", "wmma"]
+    assert modes_of == ["wgmma", "wgmma", "wgmma", "wgmma", "wmma"]
     assert all(space.check(seed) is None for seed in seeds)
     first = {k: seeds[0][f"s0.wgmma_{k}"] for k in ("bm", "bn", "groups", "stages", "raster")}
-    assert first == {"bm": 128, "bn": 128, "groups": 2, "stages": 3, "raster": 1}
+    assert first == {"bm": 128, "bn": 256, "groups": 2, "stages": 4, "raster": 1}
+    assert [seed["s0.wgmma_producer"] for seed in seeds[:4]] == [False, True, True, False]
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
@@ -232,10 +233,11 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
         "wgmma",
         "wgmma",
         "wgmma",
+        "wgmma",
         "wmma",
     ]
     few = space_for(matmul("float16", 4, 4096, 4096), SM90).seeds()
-    assert [(s["s0.mode"], s["s0.gemv_rows"], s["s0.gemv_vec"]) for s in few] == [("gemv", 4, 16)]
+    assert [(s["s0.mode"], s["s0.gemv_rows"], s["s0.gemv_vec"]) for s in few] == [("gemv", 4, 32)]
 
 
 @pytest.mark.gpu

@@ -201,16 +201,19 @@ def int4_seed(mode: str) -> tuple[Config, str]:
     return config, lower(program, target, config).source
 
 
-def test_int4_gemv_reads_each_weight_word_and_scale_once_and_shifts_by_constants() -> None:
-    """The GEMV seed of the int4 example: a lane's run of `vec` k covers `vec / 8` weight
-    words and, per column, the scales of the 32-k groups it meets; every nibble's shift is a
-    literal."""
+def test_int4_gemv_reads_each_run_in_vector_loads_and_shifts_by_constants() -> None:
+    """The GEMV seed of the int4 example: a lane's run of `vec` k reads its `vec / 8` weight
+    words of a column in one vector load, its X in 16-byte loads of 8, and per column the
+    scales of the 32-k groups it meets once; every nibble's shift is a literal."""
     gemv, source = int4_seed("gemv")
-    rows, run = int(gemv["s0.gemv_cols"]), int(gemv["s0.gemv_vec"])
-    words = set(re.findall(r"W_\[[^\]]*\]", source))
+    cols, run = int(gemv["s0.gemv_cols"]), int(gemv["s0.gemv_vec"])
+    words = set(re.findall(r"vload_u32x(\d+)\(&W_\[[^\]]*\]", source))
+    assert len(re.findall(r"vload_u32x\d+\(&W_", source)) == cols
+    assert words == {str(run // 8)}
+    assert len(re.findall(r"vload_f16x8\(&X_", source)) == run // 8
+    assert "W_[" not in source.replace("&W_[", "")
     scales = set(re.findall(r"scales_\[[^\]]*\]", source))
-    assert len(words) == rows * run // 8
-    assert len(scales) == rows * -(-run // 32)
+    assert len(scales) == cols * -(-run // 32)
     shifts = re.findall(r">> \(\(uint32_t\)\(([^()]*)\)\)", source)
     assert shifts and all(s.isdigit() for s in shifts)
 

@@ -100,6 +100,13 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_producer": (False, True),
 }
 MODES = ("plain", "tiled", "gemv")
+# (bm, bn, stages, in flight, producer) of the wgmma seeds, fastest first (see `seeds`).
+WGMMA_SEEDS = (
+    (128, 256, 4, 1, False),
+    (256, 128, 4, 0, True),
+    (128, 256, 3, 0, True),
+    (128, 128, 3, 0, False),
+)
 GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
 GEMV_MAX_ROWS = 64  # and the space offers it up to this many (or any number of symbolic rows)
 
@@ -155,13 +162,15 @@ class Contraction(Schedule):
 
     def seeds(self, stage: Stage, target: Target) -> list[Config]:
         """The usual best shapes, so a short tuning measures them whatever its search draws.
-        Where the GEMV kernel is offered in full (few or symbolic rows): 4 columns per warp, 8
-        warps, runs of 16 k (H100, int4 4096 x 4096 at M = 1: 13.8 us, the old seed of runs of
-        32 over 4 warps 16.5). Where rows may be many, fastest first at 4096^3 float16 on an
-        H100: wgmma's 128 x 128 over two warpgroups with 3 stages (two blocks per SM: 284 us),
-        128 x 256 with a slice in flight (304 us) and 256 x 128 (308 us), blocks in row order
-        (ptxas 13.0 keeps their wgmmas overlapping: `parse_ptxas`'s `wgmma_serialized`); then
-        WMMA's 128 x 128 tiles of 8 warps (468 us)."""
+        Where the GEMV kernel is offered in full (few or symbolic rows): 2 columns per warp, 8
+        warps, runs of 32 k (H100, int4 4096 x 4096 at M = 1, with a run's reads as vector
+        loads: 10.1 us; 4 columns with runs of 16, the seed before them, 13.2). Where rows may
+        be many, fastest first at 4096^3 float16 on an H100 (epilogues storing column pairs):
+        wgmma's 128 x 256 over two warpgroups with a slice in flight (216 us), 256 x 128 and
+        128 x 256 fed by a producer warpgroup (212 and 217 us), and 128 x 128 with 3 stages
+        (two blocks per SM: 250 us), blocks in row order (ptxas 13.0 keeps their wgmmas
+        overlapping: `parse_ptxas`'s `wgmma_serialized`); then WMMA's 128 x 128 tiles of 8
+        warps (468 us)."""
         found = plan(stage)
         if found is None:
             return []
@@ -171,15 +180,16 @@ class Contraction(Schedule):
         seeds: list[Config] = []
         if "gemv" in modes and len(knobs["gemv_vec"]) > 1:
             few = rows if rows is not None and rows <= GEMV_ROWS else 1
-            gemv = {"gemv_cols": 4, "gemv_warps": 8, "gemv_rows": few, "gemv_vec": 16}
+            gemv = {"gemv_cols": 2, "gemv_warps": 8, "gemv_rows": few, "gemv_vec": 32}
             seeds.append({**base, "mode": "gemv", **gemv})
         if rows is not None and rows <= GEMV_ROWS:
             return seeds
         if "wgmma" in modes:
-            for bm, bn, stages, in_flight in ((128, 128, 3, 0), (128, 256, 4, 1), (256, 128, 4, 0)):
+            for bm, bn, stages, in_flight, producer in WGMMA_SEEDS:
                 shape = {"wgmma_bm": bm, "wgmma_bn": bn, "wgmma_groups": 2}
                 extra = {"wgmma_stages": stages, "wgmma_in_flight": in_flight, "wgmma_raster": 1}
-                seeds.append({**base, "mode": "wgmma", **shape, **extra, "wgmma_producer": False})
+                extra["wgmma_producer"] = producer
+                seeds.append({**base, "mode": "wgmma", **shape, **extra})
         if "wmma" in modes:
             stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}

@@ -6,18 +6,28 @@ CUDA has no arithmetic on vector types, so a vectorized expression (`schedule.ve
 expression over `lane(local, l)`. A `float4` read must be 16-byte aligned: every buffer is
 (the launch contract in `compiler.kernel`), so the read's element offset must be a multiple
 of 4, which `aligned` proves from the index expressions and constant extents.
+
+Scalar code that reads runs of neighbouring elements (a GEMV lane's run of k) is *chunked*
+instead: its loads of one row that differ only by a constant offset become aligned 4-, 8- or
+16-byte vector loads into locals, each read replaced by its lane. This covers what a vector
+expression cannot: 16-bit elements (8 per 16 bytes) and packed words read by `k // 8`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from compiler.ir import Binary, Call, Cast, Const, Expr, Load, Unary, Var, children
-from compiler.loop import Decl, const_value, lanes, scalar
+from compiler import dtypes
+from compiler.dtypes import INDEX
+from compiler.ir import Binary, Call, Cast, Const, Expr, Load, Unary, Var, children, transform, walk
+from compiler.loop import Decl, add, const, const_value, lanes, scalar, vector
 from compiler.schedule.vectorize import depends, vectorize
+from compiler.simplify import added, simplified, summands
 
 VECTOR_ELEMENTS = ("float32", "int32")  # element types of float4 / int4
 VEC = 4  # elements per vector load
+CHUNK_ELEMENTS = ("float16", "bfloat16", "float32", "int32", "uint32")  # what `chunked` groups
+CHUNK_BYTES = (16, 8, 4)
 
 
 def aligned(
@@ -48,10 +58,13 @@ def aligned_run(
     if any(depends(i, (axis,)) for i in outer):
         return False
     shape = shapes[load.tensor] if shapes is not None else ()
+    return _rows_aligned(shape, width) and _offset_aligned(last, axis, width)
+
+
+def _rows_aligned(shape: tuple[Expr, ...], width: int) -> bool:
+    """Whether every row of a buffer of `shape` starts at a multiple of `width` elements."""
     row = const_value(shape[-1]) if shape else None
-    if len(shape) > 1 and (row is None or row % width):
-        return False  # rows would not start at multiples of `width`
-    return _offset_aligned(last, axis, width)
+    return len(shape) < 2 or (row is not None and row % width == 0)
 
 
 def _offset_aligned(index: Expr, axis: str, width: int) -> bool:
@@ -116,3 +129,63 @@ def scalarized(
 
     values = [lane(found, n) for n in range(width)]
     return decls, values
+
+
+def chunked(
+    values: list[Expr],
+    shapes: dict[str, tuple[Expr, ...]],
+    known: set[str],
+    fresh: Callable[[str], str],
+) -> tuple[list[Decl], list[Expr]]:
+    """`values` with their reads of neighbouring elements taken as aligned vector loads:
+    the locals that hold the loads, and the values reading lanes of them (see the module doc).
+
+    Reads group by buffer, outer indices and the last index less its constant term (indices
+    simplified with the names in `known` non-negative). A group of two or more elements gets
+    chunks of the widest of 16, 8 and 4 bytes that its span fills and its start provably
+    aligns to; a chunk holds at least one element the values read, and rows are whole chunks,
+    so a chunk is in bounds wherever that element is. The caller guarantees that: every read
+    in `values` is in bounds."""
+    groups: dict[tuple[str, tuple[Expr, ...], Expr], dict[Load, int]] = {}
+    for value in values:
+        for node in walk(value):
+            if not isinstance(node, Load) or node.tensor not in shapes:
+                continue
+            if lanes(node.dtype) > 1 or node.dtype not in CHUNK_ELEMENTS:
+                continue
+            *outer, last = (simplified(i, known) for i in node.indices)
+            terms = summands(last)
+            offset = sum(int(t.value) for t in terms if isinstance(t, Const))
+            base = added([t for t in terms if not isinstance(t, Const)] or [const(0)], INDEX)
+            groups.setdefault((node.tensor, tuple(outer), base), {})[node] = offset
+    decls: list[Decl] = []
+    lanes_of: dict[Load, Expr] = {}
+    for (tensor, outer, base), members in groups.items():
+        dtype = next(iter(members)).dtype
+        width = _chunk_width(set(members.values()), base, shapes[tensor], dtype)
+        if width is None:
+            continue
+        held: dict[int, Var] = {}
+        for load, offset in members.items():
+            chunk = offset // width
+            if chunk not in held:
+                wide = vector(dtype, width)
+                at = Load(tensor, (*outer, add(base, const(chunk * width))), wide)
+                held[chunk] = Var(fresh("w"), wide)
+                decls.append(Decl(held[chunk].name, wide, init=at))
+            lane = Const(offset - chunk * width, INDEX)
+            lanes_of[load] = Call("lane", (held[chunk], lane), dtype)
+    replaced = [transform(v, lambda node: lanes_of.get(node)) for v in values]
+    return decls, replaced
+
+
+def _chunk_width(offsets: set[int], base: Expr, shape: tuple[Expr, ...], dtype: str) -> int | None:
+    """Elements per chunk of a group of reads (`chunked`), or None to leave them scalar."""
+    if len(offsets) < 2:
+        return None
+    span = max(offsets) - min(offsets) + 1
+    for size in CHUNK_BYTES:
+        width = size // dtypes.itemsize(dtype)
+        if 2 <= width < 2 * span and _multiple(base, width) and _rows_aligned(shape, width):
+            return width
+    return None

@@ -55,8 +55,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compiler import dtypes
 from compiler.dtypes import INDEX
-from compiler.ir import Binary, Const, Expr, Load
+from compiler.ir import Binary, Call, Const, Expr, Load
 from compiler.loop import (
     CORE_ROW_BYTES,
     AsyncCopy,
@@ -70,12 +71,15 @@ from compiler.loop import (
     Store,
     Wgmma,
     add,
+    as_expr,
     ceildiv,
     const,
+    const_value,
     mul,
     seq,
     sub,
     var,
+    vector,
 )
 from compiler.schedule.gpu.blocks import WARP, all_of, covers, div, equal, guard, less, mod
 from compiler.schedule.gpu.operands import Operands
@@ -312,26 +316,44 @@ class WgmmaKernel(StagedTiles):
         return seq(out)
 
     def _store(self) -> Stmt:
-        """Every accumulator through the epilogue to its (row, col), clipped at the edges."""
+        """Every accumulator through the epilogue to its (row, col), clipped at the edges;
+        a thread's two neighbouring columns as one 4-byte store where `_pairs` allows."""
         ops, s, stage = self.ops, self.s, self.ops.stage
         out: list[Stmt] = []
         if s.in_flight:
             out.append(Wgmma("wait", pending=0, acc=self.acc, acc_size=s.acc_size))
         per_slab = s.bn // 2
+        step = 2 if self._pairs() else 1
         for t in range(s.m_tiles):
             slab = add(self.row0, mul(self.group, const(s.m_tiles * SLAB)))
             top = add(add(slab, const(t * SLAB)), add(mul(self.warp, const(16)), div(self.lane, 4)))
             e = self.ctx.fresh("e")
-            row = add(top, mul(div(mod(var(e), 4), 2), const(8)))
+            first = mul(var(e), const(step))  # the accumulator (of the pair)
+            row = add(top, mul(div(mod(first, 4), 2), const(8)))
             col = add(
-                add(self.col0, mul(div(var(e), 4), const(CORE))),
-                add(mul(mod(self.lane, 4), const(2)), mod(var(e), 2)),
+                add(self.col0, mul(div(first, 4), const(CORE))),
+                add(mul(mod(self.lane, 4), const(2)), mod(first, 2)),
             )
+            values = []
+            for j in range(step):
+                point = ops.at(self.batch, row, add(col, const(j)), None)
+                acc = Load(self.acc, (add(const(t * per_slab), add(first, const(j))),), "float32")
+                values.append(stage.finish(acc, point))
+            value = values[0] if step == 1 else Call("pack", tuple(values), vector(stage.dtype, 2))
             point = ops.at(self.batch, row, col, None)
-            value = Load(self.acc, (add(const(t * per_slab), var(e)),), "float32")
-            indices = tuple(point[a] for a in stage.axes)
-            store = Store(stage.buffer, indices, stage.finish(value, point))
+            store = Store(stage.buffer, tuple(point[a] for a in stage.axes), value)
             conds = [] if covers(ops.rows.extent, s.bm) else [less(row, ops.rows.extent)]
             conds += [] if covers(ops.cols.extent, s.bn) else [less(col, ops.cols.extent)]
-            out.append(For(e, const(per_slab), guard(all_of(conds), store), "unroll"))
+            out.append(For(e, const(per_slab // step), guard(all_of(conds), store), "unroll"))
         return seq(out)
+
+    def _pairs(self) -> bool:
+        """Whether accumulator pairs (columns 2i, 2i + 1) store as one 16-bit pair: the result
+        is 16-bit, stored along a single column axis, its rows and the column extent even (a
+        pair is whole and 4-byte aligned)."""
+        ops, stage = self.ops, self.ops.stage
+        if not dtypes.is_half(stage.dtype) or ops.cols.axes != (stage.axes[-1],):
+            return False
+        row = const_value(as_expr(stage.shape[-1]))
+        extent = const_value(ops.cols.extent)
+        return row is not None and extent is not None and row % 2 == 0 and extent % 2 == 0
