@@ -86,14 +86,15 @@ class Gemv:
         runs = ceildiv(ops.k.extent, self.vec)
         loop_var = ctx.fresh("r")
         run_index = add(mul(var(loop_var), const(WARP)), var(lane.var))
-        clamped_rows = [Call("min", (row, last_row), row.dtype) for row in rows]
-        clamped_cols = [Call("min", (col, last_col), col.dtype) for col in cols]
+        clamped_rows: list[Expr] = [Call("min", (row, last_row), row.dtype) for row in rows]
+        clamped_cols: list[Expr] = [Call("min", (col, last_col), col.dtype) for col in cols]
         known = {loop.var for loop in (*blocks, ty, lane)} | {mo, loop_var}
         body = self._terms(ops, ctx, batch, clamped_rows, clamped_cols, accs, run_index, known)
         k_loop = For(loop_var, ceildiv(sub(runs, var(lane.var)), WARP), body)
-        if const_value(runs) is not None and const_value(runs) % WARP == 0:
+        per_lane = const_value(runs)
+        if per_lane is not None and per_lane % WARP == 0:
             # Every lane takes the same number of runs: unrolled, all their loads issue at once.
-            k_loop = For(loop_var, const(const_value(runs) // WARP), body, "unroll")
+            k_loop = For(loop_var, const(per_lane // WARP), body, "unroll")
         stores: list[Stmt] = []
         for r, row in enumerate(rows):
             for c, col in enumerate(cols):

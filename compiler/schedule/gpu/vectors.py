@@ -153,14 +153,14 @@ def chunked(
                 continue
             if lanes(node.dtype) > 1 or node.dtype not in CHUNK_ELEMENTS:
                 continue
-            *outer, last = (simplified(i, known) for i in node.indices)
+            *outer, last = [simplified(i, known) for i in node.indices]
             terms = summands(last)
             offset = sum(int(t.value) for t in terms if isinstance(t, Const))
             base = added([t for t in terms if not isinstance(t, Const)] or [const(0)], INDEX)
             groups.setdefault((node.tensor, tuple(outer), base), {})[node] = offset
     decls: list[Decl] = []
     lanes_of: dict[Load, Expr] = {}
-    for (tensor, outer, base), members in groups.items():
+    for (tensor, rows, base), members in groups.items():
         dtype = next(iter(members)).dtype
         width = _chunk_width(set(members.values()), base, shapes[tensor], dtype)
         if width is None:
@@ -170,12 +170,15 @@ def chunked(
             chunk = offset // width
             if chunk not in held:
                 wide = vector(dtype, width)
-                at = Load(tensor, (*outer, add(base, const(chunk * width))), wide)
+                at = Load(tensor, (*rows, add(base, const(chunk * width))), wide)
                 held[chunk] = Var(fresh("w"), wide)
                 decls.append(Decl(held[chunk].name, wide, init=at))
             lane = Const(offset - chunk * width, INDEX)
             lanes_of[load] = Call("lane", (held[chunk], lane), dtype)
-    replaced = [transform(v, lambda node: lanes_of.get(node)) for v in values]
+    replaced = [
+        transform(v, lambda node: lanes_of.get(node) if isinstance(node, Load) else None)
+        for v in values
+    ]
     return decls, replaced
 
 
