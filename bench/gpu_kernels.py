@@ -367,7 +367,8 @@ def measure(torch: Any, timer: Timer, w: Workload, tuned: Tuned | None) -> list[
     floor = read_floor(torch, timer, moved) if w.kind == "int4" else None
     if floor is not None:
         note = "one streaming pass over as many bytes (no output)"
-        results.append(Result(w.name, READ_FLOOR, latency_s=floor, gbps=moved / floor, note=note))
+        gbps = moved / floor / 1e9
+        results.append(Result(w.name, READ_FLOOR, latency_s=floor, gbps=gbps, note=note))
     mine = results[0]
     mine.extra = {
         "tuner_latency_s": tuned.best_s,
