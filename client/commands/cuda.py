@@ -46,9 +46,21 @@ _DRAWS_PER_SAMPLE = 20
     required=True,
     help="Directory to write kernel.cu, kernel.cubin and metadata.json into.",
 )
+@click.option(
+    "--seed",
+    "seed_index",
+    type=click.IntRange(min=0),
+    help="Compile the space's seed of this index (0: the first) instead of a config.",
+)
 @click.option("--ptx", is_flag=True, help="Also write the PTX (kernel.ptx).")
 def compile_command(
-    signature_file: Path, target: str, arch: str, config_text: str | None, out_dir: Path, ptx: bool
+    signature_file: Path,
+    target: str,
+    arch: str,
+    config_text: str | None,
+    out_dir: Path,
+    seed_index: int | None,
+    ptx: bool,
 ) -> None:
     """Compile one candidate of a signature with nvcc; print its kernels' resource usage."""
     from compiler.canonical import workload_key
@@ -58,7 +70,15 @@ def compile_command(
 
     program = _program(signature_file)
     cuda, space = _space(program, arch)
-    config = _config(space, config_text)
+    if seed_index is None:
+        config = _config(space, config_text)
+    else:
+        if config_text is not None:
+            raise UserError("give --config or --seed, not both")
+        seeds = space.seeds()
+        if seed_index >= len(seeds):
+            raise UserError(f"--seed {seed_index}: the space has {len(seeds)} seeds")
+        config = seeds[seed_index]
     kernel = lower(program, cuda, config)
     built = CudaBuilder(emit_ptx=ptx).build(kernel, cuda, timeout_s=600)
     if built.status is not RecordStatus.OK or built.artifact is None:

@@ -57,6 +57,22 @@ def test_compile_takes_a_config_and_writes_ptx(signature_file: Path, tmp_path: P
     assert ".entry" in (tmp_path / "kernel.ptx").read_text()
 
 
+@needs_nvcc
+def test_compile_takes_a_seed_by_index(signature_file: Path, tmp_path: Path) -> None:
+    seeds = space_for(load(SIGNATURE), Target(kind="cuda", arch="sm_90")).seeds()
+    done = tunehub("compile", signature_file, "--seed", str(len(seeds) - 1), "-o", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "metadata.json").read_text())["config"] == seeds[-1]
+    assert_user_error(
+        tunehub("compile", signature_file, "--seed", str(len(seeds)), "-o", tmp_path),
+        f"the space has {len(seeds)} seeds",
+    )
+    assert_user_error(
+        tunehub("compile", signature_file, "--seed", "0", "--config", "{}", "-o", tmp_path),
+        "not both",
+    )
+
+
 def test_compile_refuses_bad_configs_and_archs(signature_file: Path, tmp_path: Path) -> None:
     assert_user_error(
         tunehub("compile", signature_file, "--config", '{"nope": 1}', "-o", tmp_path),
@@ -88,6 +104,20 @@ def test_check_emulates_random_candidates(signature_file: Path) -> None:
     assert lines[1].startswith("#0 ok") and lines[2].startswith("#1 ok")
     assert "max err" in lines[1] and '"' in lines[1]  # the error and the config
     assert lines[-1] == "2 of 2 passed"
+
+
+def test_check_runs_the_configs_it_is_given(signature_file: Path) -> None:
+    space = space_for(load(SIGNATURE), Target(kind="cuda", arch="sm_90"))
+    configs = [space.naive(), space.seeds()[0]]
+    given = [arg for config in configs for arg in ("--config", json.dumps(config))]
+    done = tunehub("check", signature_file, "--emulate", "--symbol", "M=2", *given)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].endswith(": 2 candidates") and lines[-1] == "2 of 2 passed"
+    assert [json.loads(line[line.index("{") :]) for line in lines[1:3]] == configs
+    assert_user_error(
+        tunehub("check", signature_file, "--emulate", "--config", '{"nope": 1}'), "invalid config"
+    )
 
 
 def test_check_refuses_unknown_symbols(signature_file: Path) -> None:
