@@ -72,3 +72,21 @@ def test_reads_not_provably_aligned_stay_scalar() -> None:
     decls, values = chunk(odd)
     assert [d.dtype for d in decls] == ["float16x4", "float16x4"]
     assert [lane_of(value, decls)[1] for value in values] == [0, 1, 2, 3, 0, 1, 2, 3]
+
+
+def test_reads_under_a_guard_stay_scalar() -> None:
+    """`where(k > 0, X[k - 1], 0)` reads X[-1] if chunked eagerly at k = 0: left as it is."""
+    k0 = first_k(32)
+    guarded: list[Expr] = [
+        Call(
+            "where",
+            (
+                Binary(">", add(k0, const(v)), const(0), "bool"),
+                Load("X", (var("m"), add(k0, const(v - 1))), "float16"),
+                Const(0.0, "float16"),
+            ),
+            "float16",
+        )
+        for v in range(16)
+    ]
+    assert chunk(guarded) == ([], guarded)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from compiler import dtypes
 from compiler.dtypes import INDEX
-from compiler.ir import Binary, Call, Cast, Const, Expr, Load, Unary, Var, children, transform, walk
+from compiler.ir import Binary, Call, Cast, Const, Expr, Load, Unary, Var, children, transform
 from compiler.loop import Decl, add, const, const_value, lanes, scalar, vector
 from compiler.schedule.vectorize import depends, vectorize
 from compiler.simplify import added, simplified, summands
@@ -144,12 +144,14 @@ def chunked(
     simplified with the names in `known` non-negative). A group of two or more elements gets
     chunks of the widest of 16, 8 and 4 bytes that its span fills and its start provably
     aligns to; a chunk holds at least one element the values read, and rows are whole chunks,
-    so a chunk is in bounds wherever that element is. The caller guarantees that: every read
-    in `values` is in bounds."""
+    so a chunk is in bounds wherever that element is. The caller guarantees that every read
+    `values` always makes is in bounds; a read under a guard is left alone (unless the same
+    read is also made unguarded).
+    """
     groups: dict[tuple[str, tuple[Expr, ...], Expr], dict[Load, int]] = {}
     for value in values:
-        for node in walk(value):
-            if not isinstance(node, Load) or node.tensor not in shapes:
+        for node in _eager_loads(value):
+            if node.tensor not in shapes:
                 continue
             if lanes(node.dtype) > 1 or node.dtype not in CHUNK_ELEMENTS:
                 continue
@@ -180,6 +182,17 @@ def chunked(
         for v in values
     ]
     return decls, replaced
+
+
+def _eager_loads(expr: Expr) -> list[Load]:
+    """The reads `expr` always makes: not those in a branch of `where` or right of `and` and
+    `or`, which run only when taken (a guarded read may be out of bounds when it is not)."""
+    if isinstance(expr, Call) and expr.fn == "where":
+        return _eager_loads(expr.args[0])
+    if isinstance(expr, Binary) and expr.op in ("and", "or"):
+        return _eager_loads(expr.a)
+    found = [expr] if isinstance(expr, Load) else []
+    return found + [load for child in children(expr) for load in _eager_loads(child)]
 
 
 def _chunk_width(offsets: set[int], base: Expr, shape: tuple[Expr, ...], dtype: str) -> int | None:
