@@ -221,7 +221,7 @@ class WgmmaKernel(StagedTiles):
 
     def lower(self) -> Stmt:
         s, ctx = self.s, self.ctx
-        blocks, tx = self._bindings(s.bm, s.bn, s.raster, named=not s.producer)
+        blocks, tx = self._bindings(s.bm, s.bn, s.raster)
         group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
         self.group, self.warp, self.lane = var(group), var(warp), var(lane)
         self.acc = ctx.fresh("acc")
@@ -237,7 +237,12 @@ class WgmmaKernel(StagedTiles):
             inner = seq(*head, *self._accumulators(), self._pipeline(), self._store())
         return nest(
             blocks,
-            seq(*self.block_decls, *self._tile_decls(), *self.barriers, nest([tx], inner)),
+            seq(
+                *([] if s.producer else self.block_decls),
+                *self._tile_decls(),
+                *self.barriers,
+                nest([tx], inner),
+            ),
         )
 
     def _accumulators(self) -> list[Stmt]:
@@ -274,7 +279,7 @@ class WgmmaKernel(StagedTiles):
             Mbarrier("arrive_copies" if copies else "arrive", full, stage),
         )
         drain = [AsyncCopy("commit"), AsyncCopy("wait", pending=0)] if copies else []
-        producer = seq(For(t, count, fill), *drain)
+        producer = seq(*self.block_decls, For(t, count, fill), *drain)
         u = ctx.fresh("t")
         stage, round_ = mod(var(u), s.stages), div(var(u), s.stages)
         done = stage  # the stage whose products are complete: this one, or the one before
@@ -287,7 +292,9 @@ class WgmmaKernel(StagedTiles):
             self._compute(stage),
             guard(less(const(0), var(u)) if s.in_flight else None, release),
         )
-        consumer = seq(*self._accumulators(), For(u, count, use), self._store())
+        # The tile position (grouped order) is computed where it is used: the producer's
+        # copies, the consumers' store. Held by the consumers through the loop, it spilled.
+        consumer = seq(*self._accumulators(), For(u, count, use), *self.block_decls, self._store())
         return [*arm, If(less(self.tid, const(WARPGROUP)), producer, consumer)]
 
     def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:
