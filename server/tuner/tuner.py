@@ -1,8 +1,8 @@
 """The tuner: one tuning's search loop, the same whichever executor runs the candidates.
 
     space = space_for(program, target); strategy seeded with the database's records
-    measure the naive config first (the baseline) and the space's seeds, those the database
-    does not already have
+    measure the naive config first (the baseline), the space's seeds and its default, those
+    the database does not already have
     loop: batch = strategy.propose(n) -> executor.run(batch) -> records (+ artifacts)
           -> strategy.notify -> tuning progress -> progress callback
     until the trial budget is spent, the space is exhausted or the tuning is cancelled
@@ -363,8 +363,10 @@ class _Run:
         self.strategy = search.create(
             job.strategy, space, seed=tuner.seed, known=known, guide=self.guide
         )
-        # The baseline goes first, once per workload, target and symbols; then the seeds.
-        self.pending = [c for c in (space.naive(), *space.seeds()) if self.strategy.take(c)]
+        # The baseline goes first, once per workload, target and symbols; then the seeds and
+        # the space's default (a fused softmax's default was never drawn by a short search).
+        firsts = (space.naive(), *space.seeds(), space.default())
+        self.pending = [c for c in firsts if self.strategy.take(c)]
         self.done, self.failures = job.trials_done, 0
         self.best_latency_s: float | None = None
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import json
 import platform
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,6 +26,7 @@ from server.tuner.tuner import Featurizer
 from tests.signatures import row_matmul
 
 # A small symbolic matmul: cheap to build and measure, and it exercises symbol defaults.
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIGNATURE = TaskSignature.model_validate(row_matmul("tiny_matmul", k=32, n=24, max_m=256))
 
 
@@ -85,6 +88,25 @@ def test_tuning_measures_naive_first_persists_everything_and_resumes(
     assert Space.key(naive) not in {r.config_key for r in again}
     assert second.baseline_latency_s == first.baseline_latency_s
     assert second.best is not None and second.best.latency_s <= first.best.latency_s
+
+
+def test_the_default_is_measured_right_after_the_seeds(
+    sessions: sessionmaker[Session], executor: LocalExecutor
+) -> None:
+    """A softmax has no seeds on a CPU: its default (the fused row group) goes second."""
+    target = executor.resolve(Target(kind="cpu"))
+    signature = TaskSignature.model_validate(json.loads((EXAMPLES / "softmax.json").read_text()))
+    space = space_for(load(signature), target)
+    assert space.seeds() == [] and space.default() != space.naive()
+    with session_scope(sessions) as s:
+        tuning_id = submit(
+            s, signature=signature, target=target, symbols={}, trials=2, strategy="random"
+        )
+    summary = Tuner(sessions, executor, batch_size=2).run(tuning_id)
+    assert summary.status == TuningStatus.DONE
+    with session_scope(sessions) as s:
+        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        assert [r.config for r in records] == [space.naive(), space.default()]
 
 
 def test_cancelling_stops_at_the_next_batch(
