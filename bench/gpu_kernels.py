@@ -10,9 +10,9 @@ a note where triton is missing); the int4-dequantizing NT matmul + bias + residu
 (`examples/int4_matmul.json`, N = K = 4096, M = 1 and 2048; `bench/int4_matmul_8192.json`,
 N = K = 8192, M = 1) against torch dequantizing then multiplying, and against the read floor:
 one streaming pass over as many bytes as the workload moves (a cupy kernel; left out where
-cupy is missing), which no kernel reading those bytes beats by much at that size; softmax
-and layernorm over 4096 rows of 4096 floats (`bench/*_rows.json`) against torch.softmax and
-torch.nn.functional.layer_norm.
+cupy is missing): what reading those bytes once costs at that size, fixed costs included;
+softmax and layernorm over 4096 rows of 4096 floats (`bench/*_rows.json`) against
+torch.softmax and torch.nn.functional.layer_norm.
 
 Each workload is first tuned from scratch on this GPU (`server.tuner.Tuner` with a
 `LocalExecutor` on a temporary SQLite database, the default strategy), its best kernel
@@ -242,8 +242,8 @@ READ_THREADS = 256  # per block; each thread reads 4 x 16 bytes
 
 
 def read_floor(torch: Any, timer: Timer, nbytes: int) -> float | None:
-    """Seconds to read `nbytes` once (16-byte loads, one wave of blocks, L2 flushed before,
-    as every kernel here is timed): launch, latency and ramp-up included, which a large copy
+    """Seconds to read `nbytes` once (four 16-byte loads per thread, L2 flushed before, as
+    every kernel here is timed): launch, latency and ramp-up included, which a large copy
     amortizes and a few-megabyte kernel cannot. None where cupy is missing."""
     try:
         import cupy

@@ -59,6 +59,11 @@ _HALF = {
         "round": "  return load_bf16(store_bf16(x));",
     },
 }
+# Per 16-bit float type: the value of 16 bits, a pair's type, and two floats rounded to one.
+_HALF_BITS = {
+    "float16": ("__ushort_as_half", "__half2", "__floats2half2_rn"),
+    "bfloat16": ("__ushort_as_bfloat16", "__nv_bfloat162", "__floats2bfloat162_rn"),
+}
 _VECTORS = {
     "float32x2": "float2",
     "float32x4": "float4",
@@ -437,8 +442,8 @@ class CUDARenderer(CStyleRenderer):
             return f"{vector_text}.{_LANES[lane]}"
         word = vector_text if lanes(dtype) == 2 else f"{vector_text}.{_LANES[lane // 2]}"
         bits = f"(unsigned short)({word} >> 16)" if lane % 2 else f"(unsigned short){word}"
-        raw = "__ushort_as_half" if element == "float16" else "__ushort_as_bfloat16"
-        return f"{self.half('load', element)}({raw}({bits}))"
+        from_bits = _HALF_BITS[element][0]
+        return f"{self.half('load', element)}({from_bits}({bits}))"
 
     def _expr_Call(self, expr: Call) -> str:
         """`pack` makes a pair of 16-bit floats (one conversion instruction, `cvt.rn.f16x2`)
@@ -448,8 +453,7 @@ class CUDARenderer(CStyleRenderer):
         element = scalar(expr.dtype)
         if lanes(expr.dtype) != 2 or not dtypes.is_half(element):
             raise ValueError(f"CUDA packs pairs of 16-bit floats, not {expr.dtype}")
-        pair = "__floats2half2_rn" if element == "float16" else "__floats2bfloat162_rn"
-        kind = "__half2" if element == "float16" else "__nv_bfloat162"
+        _, kind, pair = _HALF_BITS[element]
         body = f"  {kind} h = {pair}(a, b);\n  return *reinterpret_cast<uint32_t*>(&h);"
         name = self._helper(f"pack_{CODES[element]}x2", "uint32_t", "float a, float b", body)
         a, b = (self.value(rounded(arg, element), "float32") for arg in expr.args)

@@ -186,10 +186,16 @@ class Contraction(Schedule):
             return seeds
         if "wgmma" in modes:
             for bm, bn, stages, in_flight, producer in WGMMA_SEEDS:
-                shape = {"wgmma_bm": bm, "wgmma_bn": bn, "wgmma_groups": 2}
-                extra = {"wgmma_stages": stages, "wgmma_in_flight": in_flight, "wgmma_raster": 1}
-                extra["wgmma_producer"] = producer
-                seeds.append({**base, "mode": "wgmma", **shape, **extra})
+                wgmma = {
+                    "wgmma_bm": bm,
+                    "wgmma_bn": bn,
+                    "wgmma_groups": 2,
+                    "wgmma_stages": stages,
+                    "wgmma_in_flight": in_flight,
+                    "wgmma_raster": 1,
+                    "wgmma_producer": producer,
+                }
+                seeds.append({**base, "mode": "wgmma", **wgmma})
         if "wmma" in modes:
             stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
