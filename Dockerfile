@@ -28,11 +28,15 @@ ENV PATH=/opt/venv/bin:$PATH
 
 WORKDIR /opt/tunehub
 COPY pyproject.toml README.md ./
+COPY tunehub tunehub
 COPY schemas schemas
 COPY compiler compiler
+COPY targets targets
+COPY runtime runtime
 COPY worker worker
 COPY server server
 COPY client client
+COPY frontends frontends
 COPY migrations migrations
 COPY examples examples
 RUN pip install .

@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit  # noqa: E402
-from client.sdk import Client  # noqa: E402
-from schemas.record import TuningStatus  # noqa: E402
-from server.standalone import Stack, StackConfig  # noqa: E402
+from tunehub.client.sdk import Client  # noqa: E402
+from tunehub.schemas.record import TuningStatus  # noqa: E402
+from tunehub.server.standalone import Stack, StackConfig  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "matmul_128.json"
 WARMUP_S = 1.0

@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit  # noqa: E402
 from bench.tuning import scratch_database, tune  # noqa: E402
-from schemas import TaskSignature  # noqa: E402
-from schemas.api import DEFAULT_STRATEGY  # noqa: E402
-from schemas.target import Target  # noqa: E402
-from server.tuner import LocalExecutor  # noqa: E402
+from tunehub.schemas import TaskSignature  # noqa: E402
+from tunehub.schemas.api import DEFAULT_STRATEGY  # noqa: E402
+from tunehub.schemas.target import Target  # noqa: E402
+from tunehub.server.tuner import LocalExecutor  # noqa: E402
 
 DEFAULT_THREADS = {128: 1, 512: 1, 1024: 2}
 

@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit  # noqa: E402
-from worker import device  # noqa: E402
+from tunehub.targets.cuda import device  # noqa: E402
 
 BENCH = ROOT / "bench"
 EXAMPLES = ROOT / "examples"
@@ -133,13 +133,13 @@ class Result:
 def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> dict[str, Tuned]:
     """Tune every workload on this machine's GPU; export each best kernel under `tmp`."""
     from bench.tuning import scratch_database, tune
-    from client.kernel import save_kernel
-    from schemas import TaskSignature
-    from schemas.record import RecordStatus
-    from schemas.target import Target
-    from server.db import store
-    from server.db.session import session_scope
-    from server.tuner import LocalExecutor
+    from tunehub.runtime.directory import save_kernel
+    from tunehub.schemas import TaskSignature
+    from tunehub.schemas.record import RecordStatus
+    from tunehub.schemas.target import Target
+    from tunehub.server.db import store
+    from tunehub.server.db.session import session_scope
+    from tunehub.server.tuner import LocalExecutor
 
     sessions = scratch_database(tmp)
     tuned = {}
@@ -326,8 +326,8 @@ def baselines(torch: Any, w: Workload, inputs: list[Any]) -> dict[str, Callable[
 def measure(torch: Any, timer: Timer, w: Workload, tuned: Tuned | None) -> list[Result]:
     """The tuned kernel and the workload's baselines, each timed and checked against the
     first baseline's output."""
-    from client.cuda_kernel import CudaKernel
-    from client.kernel import load_kernel, numpy_dtype
+    from tunehub.runtime import load_kernel, numpy_dtype
+    from tunehub.targets.cuda.kernel import CudaKernel
 
     if tuned is None or tuned.kernel_dir is None:
         return [Result(w.name, "tunehub (tuned)", note="the tuning found no verified kernel")]
@@ -447,7 +447,7 @@ def gpu_description(torch: Any) -> dict[str, Any]:
         versions["triton"] = triton.__version__
     except ImportError:
         versions["triton"] = "not installed (Triton baseline left out)"
-    from worker.build.cuda import nvcc_version
+    from tunehub.targets.cuda.build import nvcc_version
 
     versions["nvcc"] = nvcc_version() or "?"
     return {

@@ -30,8 +30,8 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from client.cuda_kernel import CudaKernel
-    from client.kernel import load_kernel
+    from tunehub.runtime import load_kernel
+    from tunehub.targets.cuda.kernel import CudaKernel
 
     given = dict((name, int(value)) for name, value in (s.split("=") for s in args.symbol))
     timer = Timer(torch, args.repeats)

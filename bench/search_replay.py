@@ -41,23 +41,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit  # noqa: E402
-from compiler import features, search  # noqa: E402
-from compiler.cost_model import (  # noqa: E402
+from tunehub.compiler import features, search  # noqa: E402
+from tunehub.compiler.cost_model import (  # noqa: E402
     XGBModel,
     kendall_tau,
     normalized_throughput,
     roofline,
     top_k_recall,
 )
-from compiler.cost_model.xgb_model import Objective  # noqa: E402
-from compiler.program import load  # noqa: E402
-from compiler.search import Guide, RandomSearch, SearchStrategy, TrainingSet  # noqa: E402
-from compiler.space import space_for  # noqa: E402
-from compiler.space.space import Config, Space  # noqa: E402
-from schemas.record import RecordStatus  # noqa: E402
-from schemas.target import Target  # noqa: E402
-from worker import device  # noqa: E402
-from worker.jobs import CandidateRequest, CandidateResult, run_batch  # noqa: E402
+from tunehub.compiler.cost_model.xgb_model import Objective  # noqa: E402
+from tunehub.compiler.program import load  # noqa: E402
+from tunehub.compiler.search import Guide, RandomSearch, SearchStrategy, TrainingSet  # noqa: E402
+from tunehub.compiler.space import space_for  # noqa: E402
+from tunehub.compiler.space.space import Config, Space  # noqa: E402
+from tunehub.schemas.record import RecordStatus  # noqa: E402
+from tunehub.schemas.target import Target  # noqa: E402
+from tunehub.worker import device  # noqa: E402
+from tunehub.worker.jobs import CandidateRequest, CandidateResult, run_batch  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 THREADS = 1

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from schemas import TaskSignature
-from schemas.api import DEFAULT_STRATEGY
-from schemas.target import Target
-from server.db.session import make_engine, migrate, session_factory, session_scope
-from server.tuner import Executor, Tuner, TuningSummary, submit
+from tunehub.schemas import TaskSignature
+from tunehub.schemas.api import DEFAULT_STRATEGY
+from tunehub.schemas.target import Target
+from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.tuner import Executor, Tuner, TuningSummary, register_tuning
 
 
 def scratch_database(directory: Path) -> sessionmaker[Session]:
@@ -39,7 +39,7 @@ def tune(
 ) -> tuple[TuningSummary, float]:
     """Submit and run one tuning; its summary and the wall time of the run."""
     with session_scope(sessions) as s:
-        tuning_id = submit(
+        tuning_id = register_tuning(
             s,
             signature=signature,
             target=target,

@@ -1,9 +1,8 @@
 """The tunehub client side: the SDK of a tunehub server (`Client`), `load_kernel` for exported
-kernels (and dispatch directories of several), and the `tunehub` CLI (`client.cli`)."""
+kernels (and dispatch directories of several, from `tunehub.runtime`), and the `tunehub` CLI
+(`client.cli`)."""
 
-from client.dispatch import DispatchKernel
-from client.kernel import CompiledKernel, load_kernel, save_kernel
-from client.sdk import (
+from tunehub.client.sdk import (
     ApiError,
     Client,
     ClientError,
@@ -11,12 +10,12 @@ from client.sdk import (
     ServerUnreachable,
     TuningTimeout,
 )
+from tunehub.runtime import DispatchKernel, load_kernel, save_kernel
 
 __all__ = [
     "ApiError",
     "Client",
     "ClientError",
-    "CompiledKernel",
     "DispatchKernel",
     "NotFoundError",
     "ServerUnreachable",

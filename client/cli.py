@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,32 +23,35 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from client.commands import cuda, remote, services
-from client.commands.common import (
+from tunehub.client.commands import cuda, extract, remote, services
+from tunehub.client.commands.common import (
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
     one_line,
     parse_symbols,
-    parse_weights,
     read_signature,
+    read_tasks,
     seconds,
     show_dispatch,
     symbol_option,
     symbol_tasks,
     symbols_text,
 )
-from compiler.search import STRATEGIES
-from schemas.api import DEFAULT_STRATEGY, RecordView
-from schemas.signature import TaskSignature
-from schemas.target import Target
+from tunehub.schemas.api import DEFAULT_STRATEGY, STRATEGY_NAMES, RecordView
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
-    from client.dispatch import KernelFiles
-    from compiler.ir import Program
-    from server.tuner import Progress, TuningSummary
+    from tunehub.compiler.ir import Program
+    from tunehub.runtime.dispatch import KernelFiles
+    from tunehub.server.tuner import Progress, TuningSummary
+    from tunehub.worker.backend import Baseline
+
+
+_TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX] (without ISA: this machine's)"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,9 +85,11 @@ def schema() -> None:
 
 @cli.command()
 @click.argument("signature_file", type=click.Path(path_type=Path))
-def validate(signature_file: Path) -> None:
+@click.option("--verbose", is_flag=True, help="Also explain the stages and knobs (`explain`).")
+@click.option("--target", "target_text", default="cpu", show_default=True, help=_TARGET_HELP)
+def validate(signature_file: Path, verbose: bool, target_text: str) -> None:
     """Check a task signature; print its workload key and a summary."""
-    from compiler.canonical import workload_key
+    from tunehub.compiler.canonical import workload_key
 
     _, program = _load_signature(signature_file)
     click.echo(f"ok: {program.name}")
@@ -96,6 +102,38 @@ def validate(signature_file: Path) -> None:
         out = program.buffer(name)
         click.echo(f"output  {name}: {out.dtype}{_shape(out.shape)}")
     click.echo(f"computes {len(program.computes)}")
+    if verbose:
+        _explain(program, target_text)
+
+
+@cli.command()
+@click.argument("signature_file", type=click.Path(path_type=Path))
+@click.option("--target", "target_text", default="cpu", show_default=True, help=_TARGET_HELP)
+def explain(signature_file: Path, target_text: str) -> None:
+    """Say what the compiler makes of a signature: its stages, the schedule each gets and
+    why, and every knob of the space with its values and meaning."""
+    _, program = _load_signature(signature_file)
+    _explain(program, target_text)
+
+
+def _explain(program: Program, target_text: str) -> None:
+    from tunehub.compiler.explain import explain, render_text
+
+    for line in render_text(explain(program, _here(_target(target_text)))):
+        click.echo(line)
+
+
+def _here(target: Target) -> Target:
+    """An incomplete target completed to this machine's own ISA or GPU where it has one of
+    that kind (`cpu` -> `cpu:x86_64-avx2`); as given otherwise."""
+    from tunehub.worker.backend import worker_backend
+
+    if target.complete or not worker_backend(target).local_targets():
+        return target
+    try:
+        return worker_backend(target).resolve(target)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 @cli.command()
@@ -112,7 +150,8 @@ def validate(signature_file: Path) -> None:
     "--weights",
     "weights_text",
     metavar="W1,W2,...",
-    help="With several signatures: how many times each task runs in the model (default 1 each).",
+    help="With several signatures: how many times each task runs in the model (default 1 each; "
+    "a task set carries its own).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress bar.")
 @click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
@@ -121,7 +160,7 @@ def validate(signature_file: Path) -> None:
     "--threads", type=click.IntRange(min=1), help="Threads kernels run with (default: every core)."
 )
 @click.option(
-    "--strategy", type=click.Choice(sorted(STRATEGIES)), default=DEFAULT_STRATEGY, show_default=True
+    "--strategy", type=click.Choice(STRATEGY_NAMES), default=DEFAULT_STRATEGY, show_default=True
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search.")
 def tune(
@@ -136,18 +175,22 @@ def tune(
     strategy: str,
     seed: int,
 ) -> None:
-    """Tune task signatures on this machine and report naive vs best.
+    """Tune task signatures, or a task set (`tunehub extract`), on this machine and report
+    naive vs best.
 
-    Several signatures, or several symbol values (--symbol M=1,8,32), are several tasks on one
-    trial budget: each batch goes to the task expected to cut the weighted total latency most,
-    and a task that stops improving stops early.
+    Several signatures, a task set's tasks, or several symbol values (--symbol M=1,8,32) are
+    several tasks on one trial budget: each batch goes to the task expected to cut the weighted
+    total latency most, and a task that stops improving stops early.
     """
-    from server.db.session import session_scope
-    from server.tuner import LocalExecutor, Tuner, resolve_symbols, submit
-    from worker import device
+    from tunehub.compiler.program import load
+    from tunehub.server.db.session import session_scope
+    from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning, resolve_symbols
+    from tunehub.worker import device
+    from tunehub.worker.backend import worker_backend
 
-    loaded = [_load_signature(path) for path in signature_files]
-    weights = parse_weights(weights_text, len(loaded))
+    found = read_tasks(signature_files, weights_text)
+    loaded = [_load_document(document, where) for where, document, _ in found]
+    weights = [weight for _, _, weight in found]
     target = _target(target_text)
     tasks = symbol_tasks([signature for signature, _ in loaded], symbol_args)
     task_weights = [weights[index] for index, _ in tasks]  # every value of a layer: its weight
@@ -157,7 +200,7 @@ def tune(
             target = executor.resolve(target)
             with session_scope(sessions) as s:
                 tuning_ids = [
-                    submit(
+                    register_tuning(
                         s,
                         signature=loaded[index][0],
                         target=target,
@@ -169,7 +212,8 @@ def tune(
                 ]
         except ValueError as exc:  # SignatureError included
             raise UserError(str(exc)) from exc
-        tuner = Tuner(sessions, executor, threads=threads or device.cpu_cores(), seed=seed)
+        threads = threads or device.cpu_cores()
+        tuner = Tuner(sessions, executor, threads=threads, seed=seed)
         with _progress_bar(trials, enabled=not as_json) as on_progress:
             try:
                 if len(tuning_ids) == 1:
@@ -181,17 +225,23 @@ def tune(
             except Exception as exc:
                 ids = ", ".join(map(str, tuning_ids))
                 raise InternalError(f"tuning {ids} failed: {exc}") from exc
+    baselines = [
+        worker_backend(target).library_latency(
+            load(loaded[index][0].model_dump_json()), summary.symbols, threads
+        )
+        for (index, _), summary in zip(tasks, summaries, strict=True)
+    ]
     if len(summaries) == 1:
         if as_json:
-            click.echo(json.dumps(_summary_json(summaries[0])))
+            click.echo(json.dumps(_summary_json(summaries[0], baselines[0])))
         else:
-            Console().print(_summary_table(loaded[0][0].name, summaries[0]))
+            Console().print(_summary_table(loaded[0][0].name, summaries[0], baselines[0]))
         return
     if as_json:
-        click.echo(json.dumps(_many_json(summaries, task_weights)))
+        click.echo(json.dumps(_many_json(summaries, task_weights, baselines)))
     else:
         names = [loaded[index][0].name for index, _ in tasks]
-        Console().print(_many_table(names, summaries, task_weights))
+        Console().print(_many_table(names, summaries, task_weights, baselines))
 
 
 @cli.command()
@@ -229,22 +279,16 @@ def kernel(
 ) -> None:
     """Export the best verified kernel of a workload, or with --dispatch those of every tuned
     symbol value (load either with client.load_kernel)."""
-    from client.dispatch import save_dispatch
-    from client.kernel import save_kernel
-    from compiler.program import load
-    from server.db import store
-    from server.db.session import session_scope
-    from server.tuner import LocalExecutor
+    from tunehub.compiler.program import load
+    from tunehub.runtime.directory import save_kernel
+    from tunehub.runtime.dispatch import save_dispatch
+    from tunehub.server.db import store
+    from tunehub.server.db.session import session_scope
 
     if dispatch and symbol_args:
         raise UserError("--dispatch exports every tuned symbol value: leave --symbol out")
-    target = _target(target_text)
-    if target.kind == "cpu" and not target.complete:
-        try:
-            with LocalExecutor() as executor:
-                target = executor.resolve(target)
-        except ValueError as exc:
-            raise UserError(str(exc)) from exc
+    # The kernel for this machine's own ISA or GPU; elsewhere, any stored variant.
+    target = _here(_target(target_text))
     with session_scope(_sessions(db_url)) as s:
         workload = store.get_workload(s, workload_key)
         if workload is None:
@@ -275,7 +319,7 @@ def kernel(
 
 
 # Commands defined beside this module: against a server, and the service's own processes.
-for command in (*remote.COMMANDS, *services.COMMANDS, *cuda.COMMANDS):
+for command in (*remote.COMMANDS, *services.COMMANDS, *cuda.COMMANDS, *extract.COMMANDS):
     cli.add_command(command)
 
 
@@ -284,15 +328,20 @@ for command in (*remote.COMMANDS, *services.COMMANDS, *cuda.COMMANDS):
 
 def _load_signature(path: Path) -> tuple[TaskSignature, Program]:
     """The signature in `path` and its validated program; UserError for anything wrong."""
-    from compiler.errors import SignatureError
-    from compiler.program import load
+    return _load_document(read_signature(path), str(path))
 
-    document = read_signature(path)
+
+def _load_document(document: dict[str, Any], where: str) -> tuple[TaskSignature, Program]:
+    """A signature document and its validated program; UserError (naming `where`) for
+    anything wrong."""
+    from tunehub.compiler.errors import SignatureError
+    from tunehub.compiler.program import load
+
     try:
         program = load(document)
         return TaskSignature.model_validate(document), program
     except (SignatureError, ValidationError) as exc:
-        raise UserError(f"{path}: {exc}") from exc
+        raise UserError(f"{where}: {exc}") from exc
 
 
 def _target(text: str) -> Target:
@@ -304,8 +353,8 @@ def _target(text: str) -> Target:
 
 def _stored_kernel(s: Session, record: RecordView, name: str) -> KernelFiles:
     """The files of `record`'s kernel, from the local database's artifact store."""
-    from client.sdk import kernel_metadata
-    from server.db import store
+    from tunehub.client.sdk import kernel_metadata
+    from tunehub.server.db import store
 
     artifact = store.get_artifact(s, record.artifact_sha256) if record.artifact_sha256 else None
     if artifact is None:
@@ -316,7 +365,7 @@ def _stored_kernel(s: Session, record: RecordView, name: str) -> KernelFiles:
 
 def _symbols(program: Program, args: tuple[str, ...]) -> dict[str, int]:
     """`("M=64",)` -> every symbol's value to tune for (the tuner's defaults for the rest)."""
-    from server.tuner import resolve_symbols
+    from tunehub.server.tuner import resolve_symbols
 
     try:
         return resolve_symbols(program, parse_symbols(args))
@@ -328,8 +377,8 @@ def _sessions(db_url: str | None) -> sessionmaker[Session]:
     """A session factory on the migrated database at `db_url` (or the settings' default)."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-    from server.db.session import make_engine, migrate, session_factory
-    from server.settings import get_settings
+    from tunehub.server.db.session import make_engine, migrate, session_factory
+    from tunehub.server.settings import get_settings
 
     url = db_url or get_settings().database_url
     try:
@@ -376,7 +425,7 @@ def _summed(on_progress: Callable[[Progress], None] | None) -> Callable[[Progres
     """Several tunings on one progress bar: trials done in all of them, the latest best."""
     if on_progress is None:
         return None
-    from server.tuner import Progress
+    from tunehub.server.tuner import Progress
 
     done: dict[int, int] = {}
     failed: dict[int, int] = {}
@@ -404,10 +453,12 @@ def _weighted(values: list[float | None], weights: list[float]) -> float | None:
     return sum(w * v for w, v in zip(weights, values, strict=True) if v is not None)
 
 
-def _many_json(summaries: list[TuningSummary], weights: list[float]) -> dict[str, Any]:
+def _many_json(
+    summaries: list[TuningSummary], weights: list[float], baselines: list[Baseline | None]
+) -> dict[str, Any]:
     tasks = [
-        {**_summary_json(summary), "weight": weight}
-        for summary, weight in zip(summaries, weights, strict=True)
+        {**_summary_json(summary, baseline), "weight": weight}
+        for summary, weight, baseline in zip(summaries, weights, baselines, strict=True)
     ]
     return {
         "tasks": tasks,
@@ -419,19 +470,29 @@ def _many_json(summaries: list[TuningSummary], weights: list[float]) -> dict[str
     }
 
 
-def _many_table(names: list[str], summaries: list[TuningSummary], weights: list[float]) -> Table:
-    """One row per task: its signature's name and symbol values, naive vs best, its share."""
+def _many_table(
+    names: list[str],
+    summaries: list[TuningSummary],
+    weights: list[float],
+    baselines: list[Baseline | None],
+) -> Table:
+    """One row per task: its signature's name and symbol values, naive vs best vs the
+    library, its share."""
     table = Table(title=f"{len(summaries)} tasks on {summaries[0].target}")
-    for column in ("task", "symbols", "naive", "best", "speedup", "trials", "weight", "tuning"):
+    columns = ("task", "symbols", "naive", "best", "speedup", "library", "vs library")
+    for column in (*columns, "trials", "weight", "tuning"):
         table.add_column(column, justify="left" if column in ("task", "symbols") else "right")
-    for name, summary, weight in zip(names, summaries, weights, strict=True):
-        speedup = _speedup(summary)
+    rows = zip(names, summaries, weights, baselines, strict=True)
+    for name, summary, weight, baseline in rows:
+        speedup, versus = _speedup(summary), _versus(summary, baseline)
         table.add_row(
             name,
             symbols_text(summary.symbols),
             seconds(summary.baseline_latency_s),
             seconds(summary.best.latency_s if summary.best else None),
             f"{speedup:.1f}x" if speedup else "-",
+            seconds(baseline.latency_s) if baseline else "-",
+            f"{versus:.2f}x" if versus else "-",
             str(summary.trials),
             f"{weight:g}",
             f"{summary.tuning_id} ({summary.status})",
@@ -441,11 +502,13 @@ def _many_table(names: list[str], summaries: list[TuningSummary], weights: list[
     overall = f"{naive / best:.1f}x" if naive and best else "-"
     total = str(sum(s.trials for s in summaries))
     table.add_section()
-    table.add_row("weighted total", "", seconds(naive), seconds(best), overall, total, "", "")
+    table.add_row(
+        "weighted total", "", seconds(naive), seconds(best), overall, "", "", total, "", ""
+    )
     return table
 
 
-def _summary_json(summary: TuningSummary) -> dict[str, Any]:
+def _summary_json(summary: TuningSummary, baseline: Baseline | None) -> dict[str, Any]:
     best = summary.best
     return {
         "tuning_id": summary.tuning_id,
@@ -467,11 +530,13 @@ def _summary_json(summary: TuningSummary) -> dict[str, Any]:
         },
         "speedup": _speedup(summary),
         "gflops": _gflops(summary),
+        "library": None if baseline is None else asdict(baseline),
+        "vs_library": _versus(summary, baseline),
         "failures": summary.failures,
     }
 
 
-def _summary_table(name: str, summary: TuningSummary) -> Table:
+def _summary_table(name: str, summary: TuningSummary, baseline: Baseline | None) -> Table:
     table = Table(title=f"{name} on {summary.target}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
@@ -488,6 +553,7 @@ def _summary_table(name: str, summary: TuningSummary) -> Table:
         ("naive", naive),
         ("best", _latency(best.latency_s if best else None, summary.flops)),
         ("speedup", f"{speedup:.1f}x over naive" if speedup else "-"),
+        *_library_rows(summary, baseline),
         ("failures", failures),
         ("config", json.dumps(best.config) if best else "-"),
         ("artifact", (best.artifact_sha256 if best else None) or "-"),
@@ -496,6 +562,29 @@ def _summary_table(name: str, summary: TuningSummary) -> Table:
     for label, value in rows:
         table.add_row(label, value)
     return table
+
+
+def _library_rows(summary: TuningSummary, baseline: Baseline | None) -> list[tuple[str, str]]:
+    """The library the user already has, and how the tuned kernel compares with it."""
+    if baseline is None:
+        return []
+    versus = _versus(summary, baseline)
+    verdict = "-"
+    if versus:
+        verdict = f"{versus:.2f}x the {baseline.library} speed" + (
+            "" if versus >= 1 else f": {baseline.library} is faster here"
+        )
+    return [
+        (baseline.library, _latency(baseline.latency_s, summary.flops)),
+        ("vs library", verdict),
+    ]
+
+
+def _versus(summary: TuningSummary, baseline: Baseline | None) -> float | None:
+    """How many times faster the best kernel runs than the library (above 1: worth it)."""
+    if baseline is None or summary.best is None:
+        return None
+    return baseline.latency_s / summary.best.latency_s
 
 
 def _speedup(summary: TuningSummary) -> float | None:

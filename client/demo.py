@@ -10,31 +10,36 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from client.commands.common import read_signature, seconds
-from client.commands.remote import progress_bar
-from client.kernel import load_kernel
-from client.sdk import Client
-from compiler.inputs import random_inputs
-from compiler.program import load
-from compiler.reference import evaluate
-from compiler.space import Space, space_for
-from compiler.verify import compare
-from schemas.record import RecordStatus, TuningStatus
-from schemas.target import Target
-from server.standalone import Stack
-from server.tuner.tuner import contraction_flops
-from worker.measure.sandboxed import reduce_extent
+from tunehub.client.commands.common import read_signature, seconds
+from tunehub.client.commands.remote import progress_bar
+from tunehub.client.sdk import Client
+from tunehub.runtime import load_kernel
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.target import Target
+
+if TYPE_CHECKING:
+    from tunehub.server.standalone import Stack
 
 # Inputs the kernel never saw during tuning (the tuner's are seeded per workload from 0).
 CHECK_SEED = 2024
 
 
 def run_demo(stack: Stack, signature_file: Path, *, trials: int, out_dir: Path) -> bool:
-    """Run the demo against `stack`; whether the downloaded kernel matched the reference."""
+    """Run the demo against `stack`; whether the downloaded kernel matched the reference.
+    The compiler (its reference evaluator, the naive schedule) is this machine's own, as the
+    demo runs the whole service here."""
+    from tunehub.compiler.analysis import contraction_flops
+    from tunehub.compiler.inputs import random_inputs
+    from tunehub.compiler.program import load
+    from tunehub.compiler.reference import evaluate
+    from tunehub.compiler.space import Space, space_for
+    from tunehub.compiler.verify import compare, reduce_extent
+
     console = Console(highlight=False)
     workers = "1 worker" if len(stack.workers) == 1 else f"{len(stack.workers)} workers"
     redis = "a private redis-server" if stack.private_redis else "given"

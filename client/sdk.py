@@ -33,7 +33,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from schemas.api import (
+from tunehub.schemas.api import (
     DEFAULT_STRATEGY,
     BestRequest,
     GroupTask,
@@ -46,10 +46,10 @@ from schemas.api import (
     TuningView,
     WorkerView,
 )
-from schemas.dispatch import DispatchTable
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
+from tunehub.schemas.dispatch import DispatchTable
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 30.0
@@ -60,7 +60,7 @@ POLL_FACTOR = 1.5
 POLL_MAX_S = 2.0
 FINISHED = frozenset({TuningStatus.DONE, TuningStatus.FAILED, TuningStatus.CANCELLED})
 # What `download` writes: `kernel.<kind>` (kernel.so for CPU kernels, which
-# `client.kernel.load_kernel` loads; kernel.cubin or kernel.ptx for GPUs) and the metadata.
+# `runtime.load_kernel` loads; kernel.cubin or kernel.ptx for GPUs) and the metadata.
 METADATA = "metadata.json"
 
 ViewT = TypeVar("ViewT", bound=BaseModel)

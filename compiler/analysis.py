@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
-from compiler.ir import (
+from tunehub.compiler import dtypes
+from tunehub.compiler.ir import (
     Binary,
     Cast,
     Compute,
@@ -48,7 +50,7 @@ _MAX_FACTORS = 8
 
 
 @dataclass(frozen=True)
-class Contraction:
+class ProductSides:
     """The two sides of a contraction's product: `lhs` and `rhs` are lists of factors (each
     as written, casts included) and `lhs_axes`/`rhs_axes` the spatial axes each side reads."""
 
@@ -70,7 +72,7 @@ class Stage:
     epilogue: tuple[Compute, ...]
     buffer: str
     output: bool
-    contraction: Contraction | None = None
+    contraction: ProductSides | None = None
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -254,7 +256,7 @@ def _reads(compute: Compute, name: str) -> bool:
 # ----------------------------------------------------------------------------- classification
 
 
-def classify(compute: Compute) -> tuple[str, Contraction | None]:
+def classify(compute: Compute) -> tuple[str, ProductSides | None]:
     """The stage class of a (prologue-inlined) compute, with its product split if any."""
     if compute.reduce_op is None:
         return INJECTIVE, None
@@ -266,19 +268,35 @@ def classify(compute: Compute) -> tuple[str, Contraction | None]:
 
 
 def factors(expr: Expr) -> list[Expr]:
-    """The multiplicative factors of `expr`, looking through casts and nested products."""
+    """The multiplicative factors of `expr`: nested products split apart through casts that
+    keep every value (widening ones); a cast that rounds (to a 16-bit float, or to a
+    narrower type) keeps what it rounds as one factor, as the program computes it."""
     inner = expr
-    while isinstance(inner, Cast):
+    while isinstance(inner, Cast) and keeps_values(inner):
         inner = inner.x
     if isinstance(inner, Binary) and inner.op == "*":
         return factors(inner.a) + factors(inner.b)
     return [expr]
 
 
-def split_product(compute: Compute) -> Contraction | None:
+def keeps_values(cast: Cast) -> bool:
+    """Whether a cast leaves every value as it was: same compute dtype, not a 16-bit one."""
+    same = dtypes.compute_dtype(cast.dtype) == dtypes.compute_dtype(cast.x.dtype)
+    return same and not dtypes.is_half(cast.dtype)
+
+
+def product_under_casts(expr: Expr) -> Expr:
+    """A reduce body under the casts at its top, which apply to the whole product (each
+    term's rounding, for a plan to keep) and so never split it."""
+    while isinstance(expr, Cast):
+        expr = expr.x
+    return expr
+
+
+def split_product(compute: Compute) -> ProductSides | None:
     """Split a reduce body into two sides that read disjoint tensors and each depend on a
     spatial axis the other does not, or None if there is no such split."""
-    parts = factors(compute.body)
+    parts = factors(product_under_casts(compute.body))
     if not 2 <= len(parts) <= _MAX_FACTORS:
         return None
     spatial = set(compute.axes)
@@ -294,7 +312,7 @@ def split_product(compute: Compute) -> Contraction | None:
             la = set().union(*(axes[n] for n in left))
             ra = set().union(*(axes[n] for n in right))
             if lt and rt and not lt & rt and la - ra and ra - la:
-                return Contraction(
+                return ProductSides(
                     tuple(parts[n] for n in left),
                     tuple(parts[n] for n in right),
                     frozenset(la),
@@ -363,3 +381,15 @@ def _unit_stride(expr: Expr, axis: str) -> bool:
             return _unit_stride(expr.a, axis)
         return expr.op == "+" and b and not a and _unit_stride(expr.b, axis)
     return False
+
+
+def contraction_flops(program: Program, symbols: dict[str, int]) -> int | None:
+    """Floating-point operations of the program's contractions (a multiply and an add per
+    term), the usual GFLOP/s numerator; None when it has none (softmax, elementwise)."""
+    total = 0
+    for stage in analyze(program).stages:
+        if stage.kind == CONTRACTION:
+            points = math.prod(program.extent(e, symbols) for e in stage.shape)
+            terms = math.prod(program.extent(r.extent, symbols) for r in stage.anchor.reduce_axes)
+            total += 2 * points * terms
+    return total or None

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from compiler.ir import Binary, Call, Cast, Const, Expr, Extent, Load, Program, Unary, Var
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Extent, Load, Program, Unary, Var
 
 _UNARY_TEXT = {"neg": "-", "not": "not ", "invert": "~"}
 

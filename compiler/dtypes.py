@@ -46,9 +46,12 @@ def is_signed(dtype: str) -> bool:
     return dtype in SIGNED
 
 
+HALF = ("float16", "bfloat16")
+
+
 def is_half(dtype: str) -> bool:
     """16-bit floats: stored narrow, computed in float32."""
-    return dtype in ("float16", "bfloat16")
+    return dtype in HALF
 
 
 def compute_dtype(dtype: str) -> str:

@@ -18,12 +18,12 @@ one model. Three groups:
   the register tile's shape is what separates the fastest configs, and the hot-statement
   features do not see it (version 2);
 * **GPU** (CUDA targets; 0 on CPUs, constant columns a tree model never splits on), of the
-  *main kernel*, the launch that runs the hot statement (`compiler.render.launch`): kernels
+  *main kernel*, the launch that runs the hot statement (`targets.cuda.launches`): kernels
   launched, threads per block, blocks in the grid, waves (blocks over the SMs times the blocks
   one SM holds), shared memory per block (static and dynamic), `cp.async` pipeline stages,
   tensor-core (WMMA) use, a register estimate per thread (every per-thread local value and
   WMMA fragment, plus a fixed overhead) and the occupancy it allows (resident warps per SM over
-  the arch's maximum, `compiler.space.limits.residency`); and the **ptxas** columns, over
+  the arch's maximum, `targets.cuda.limits.residency`); and the **ptxas** columns, over
   every kernel: registers, spill bytes (stores and loads), stack frame and static shared
   memory. `extract` fills those with the estimates (0 spills, 0 stack), so the search can
   score configs it has not built; `with_build_stats` replaces them with what ptxas reported,
@@ -35,7 +35,7 @@ initial values (a GEMM's clipped block sizes `min(mc, M - i * mc)` count as full
 Values are log2(1 + x) for quantities that span orders of magnitude. Symbol values default
 to each symbol's maximum; pass the values being tuned for. Deterministic and cheap: it lowers
 to loop IR but renders and compiles nothing. The SM count behind waves is a reference GPU's
-per arch (`compiler.space.limits`), not the worker's.
+per arch (`targets.cuda.limits`), not the worker's.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compiler import dtypes
-from compiler.analysis import KINDS, Stage
-from compiler.dtypes import INDEX
-from compiler.ir import (
+from tunehub.compiler import dtypes
+from tunehub.compiler.analysis import KINDS, Stage
+from tunehub.compiler.backend import compiler_backend
+from tunehub.compiler.ir import (
     Binary,
     Call,
     Cast,
@@ -63,9 +63,8 @@ from compiler.ir import (
     loads,
     walk,
 )
-from compiler.loop import (
+from tunehub.compiler.loop import (
     Assign,
-    AsyncCopy,
     Decl,
     For,
     Function,
@@ -74,21 +73,17 @@ from compiler.loop import (
     Seq,
     Stmt,
     Store,
-    Wgmma,
-    Wmma,
     as_expr,
     exprs,
     lanes,
     scalar,
     stmts,
 )
-from compiler.lower import lower_function
-from compiler.render.launch import Launch, launches
-from compiler.space import space_for
-from compiler.space.limits import WARP, limits_for, residency
-from compiler.space.program import group_knob
-from compiler.space.space import Config
-from schemas.target import Target
+from tunehub.compiler.lower import lower_function
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.program import group_knob
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.target import Target
 
 FEATURE_VERSION = 3
 LEVELS = 4
@@ -108,13 +103,9 @@ _GPU = (
     "occupancy",
 )
 _PTXAS = ("registers", "spill_bytes", "stack_bytes", "shared_bytes")
-# Registers a GPU thread needs besides its local values: indices, addresses and loop state
-# (the schedules' estimates, fitted to ptxas on sm_80, use the same).
-REGISTER_OVERHEAD = 24
-# Per thread of a 16x16 WMMA fragment: an accumulator holds 8 floats; an operand, 16 packed
-# halves, but ptxas loads operands just before their mma and reuses their registers (4 fits
-# ptxas on sm_80 float16 matmuls within 15%).
-FRAGMENT_REGISTERS = {"acc": 8, "a": 4, "b": 4}
+# The columns a target's compiler facet estimates from the loop IR (`device_features`; 0 where
+# a target has none) and a build may correct (`with_build_stats`).
+DEVICE_FEATURES = tuple(f"gpu_{name}" for name in _GPU) + tuple(f"ptxas_{name}" for name in _PTXAS)
 
 
 def feature_names() -> list[str]:
@@ -131,11 +122,7 @@ def feature_names() -> list[str]:
     names += [f"log_touched_{n}" for n in range(1, LEVELS + 1)]
     names += [f"flops_per_byte_{n}" for n in range(1, LEVELS + 1)]
     names += [f"kernel_{name}" for name in _KERNEL]
-    return names + _gpu_names()
-
-
-def _gpu_names() -> list[str]:
-    return [f"gpu_{name}" for name in _GPU] + [f"ptxas_{name}" for name in _PTXAS]
+    return names + list(DEVICE_FEATURES)
 
 
 def extract(
@@ -151,10 +138,8 @@ def extract(
     features = _workload(program, space.analysis.stages, values)
     bound = _with_locals(fn, values)
     features.update(_schedule(fn, bound))
-    if target.kind == "cuda":
-        features.update(_gpu(fn, target, bound))
-    else:
-        features.update(dict.fromkeys(_gpu_names(), 0.0))
+    features.update(dict.fromkeys(DEVICE_FEATURES, 0.0))
+    features.update(compiler_backend(target).device_features(fn, target, bound))
     features["fused_groups"] = float(
         sum(bool(config[group_knob(n)]) for n in range(len(space.analysis.groups)))
     )
@@ -163,7 +148,7 @@ def extract(
 
 def with_build_stats(vector: Mapping[str, float], stats: Mapping[str, Any]) -> dict[str, float]:
     """`vector` with its ptxas columns set from a build's stats (`stats["kernels"]`, as
-    `worker.build.cuda.parse_ptxas` gives them): the most registers, stack and static shared
+    `targets.cuda.build.parse_ptxas` gives them): the most registers, stack and static shared
     memory of any kernel, and the spill bytes of all. Unchanged where there are none (CPU)."""
     kernels = list(stats.get("kernels", {}).values())
     if not kernels:
@@ -178,7 +163,7 @@ def with_build_stats(vector: Mapping[str, float], stats: Mapping[str, Any]) -> d
     }
 
 
-def _log(x: float) -> float:
+def log_scale(x: float) -> float:
     return math.log2(1.0 + max(x, 0.0))
 
 
@@ -202,18 +187,18 @@ def _workload(
     moved = sum(math.prod(size(e) for e in t.shape) * dtypes.itemsize(t.dtype) for t in tensors)
     heavy = stages[max(range(len(stages)), key=lambda n: flops[n])]
     features = {
-        "log_flops": _log(sum(flops)),
-        "log_bytes": _log(moved),
+        "log_flops": log_scale(sum(flops)),
+        "log_bytes": log_scale(moved),
         "intensity": sum(flops) / max(moved, 1),
         "stages": float(len(stages)),
         "symbols": float(len(program.symbols)),
-        "log_outputs": _log(sum(math.prod(size(e) for e in s.shape) for s in stages)),
+        "log_outputs": log_scale(sum(math.prod(size(e) for e in s.shape) for s in stages)),
     }
     features.update({f"stages_{k}": float(sum(s.kind == k for s in stages)) for k in KINDS})
     spatial = _padded([size(e) for e in heavy.shape], MAX_AXES)
-    features.update({f"log_extent_{n}": _log(e) for n, e in enumerate(spatial)})
+    features.update({f"log_extent_{n}": log_scale(e) for n, e in enumerate(spatial)})
     reduced = _padded([size(r.extent) for r in heavy.anchor.reduce_axes], MAX_REDUCE_AXES)
-    features.update({f"log_reduce_extent_{n}": _log(e) for n, e in enumerate(reduced)})
+    features.update({f"log_reduce_extent_{n}": log_scale(e) for n, e in enumerate(reduced)})
     read = {t.dtype for t in program.inputs}
     written = {program.compute(n).dtype for n in program.outputs}
     features.update({f"in_{d}": float(d in read) for d in dtypes.ALL})
@@ -235,23 +220,23 @@ def _ops(expr: Expr) -> int:
 
 
 @dataclass(frozen=True)
-class _Site:
+class Site:
     """A statement doing work, with the loops around it (outermost first)."""
 
     stmt: Store | Assign
     loops: tuple[For, ...]
 
 
-def _sites(stmt: Stmt, loops: tuple[For, ...] = ()) -> list[_Site]:
+def work_sites(stmt: Stmt, loops: tuple[For, ...] = ()) -> list[Site]:
     if isinstance(stmt, Store | Assign):
-        return [_Site(stmt, loops)]
+        return [Site(stmt, loops)]
     if isinstance(stmt, For):
-        return _sites(stmt.body, (*loops, stmt))
+        return work_sites(stmt.body, (*loops, stmt))
     if isinstance(stmt, Seq):
-        return [site for child in stmt.body for site in _sites(child, loops)]
+        return [site for child in stmt.body for site in work_sites(child, loops)]
     if isinstance(stmt, If):
-        found = _sites(stmt.then, loops)
-        return found + (_sites(stmt.orelse, loops) if stmt.orelse is not None else [])
+        found = work_sites(stmt.then, loops)
+        return found + (work_sites(stmt.orelse, loops) if stmt.orelse is not None else [])
     return []
 
 
@@ -260,31 +245,33 @@ def _with_locals(fn: Function, symbols: dict[str, int]) -> dict[str, int]:
     bound = dict(symbols)
     for decl in stmts(fn.body):  # statement order: an initializer sees the locals before it
         if isinstance(decl, Decl) and decl.init is not None and dtypes.is_int(decl.dtype):
-            bound[decl.name] = _evaluate(decl.init, bound)
+            bound[decl.name] = index_value(decl.init, bound)
     return bound
 
 
 def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
     """The loop-IR features; `symbols` binds the integer locals too (`_with_locals`)."""
-    sites = _sites(fn.body)
+    sites = work_sites(fn.body)
     every = list(stmts(fn.body))
     all_loops = [s for s in every if isinstance(s, For)]
 
     def extent(loop: For) -> int:
-        return max(1, _evaluate(loop.extent, symbols))
+        return max(1, index_value(loop.extent, symbols))
 
-    def iterations(site: _Site) -> int:
+    def iterations(site: Site) -> int:
         return math.prod(extent(lp) for lp in site.loops)
 
     hot = max(sites, key=iterations)
     inner = hot.loops[-1] if hot.loops else None
     parallel = [lp for lp in hot.loops if lp.kind == "parallel"]
     features = {
-        "hot_log_iterations": _log(iterations(hot)),
+        "hot_log_iterations": log_scale(iterations(hot)),
         "hot_depth": float(len(hot.loops)),
-        "hot_inner_log_extent": _log(extent(inner)) if inner else 0.0,
+        "hot_inner_log_extent": log_scale(extent(inner)) if inner else 0.0,
         "hot_inner_factor": float(inner.factor) if inner else 0.0,
-        "parallel_log_extent": _log(math.prod(extent(lp) for lp in parallel)) if parallel else 0,
+        "parallel_log_extent": log_scale(math.prod(extent(lp) for lp in parallel))
+        if parallel
+        else 0,
         "parallel_reduction": float(any(lp.reduction for lp in parallel)),
         "loops": float(len(all_loops)),
     }
@@ -297,13 +284,13 @@ def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
     local = sum(
         math.prod(d.shape) * dtypes.itemsize(scalar(d.dtype)) * lanes(d.dtype) for d in decls
     )
-    features["log_local_bytes"] = _log(local)
+    features["log_local_bytes"] = log_scale(local)
     workspace = sum(
-        math.prod(max(1, _evaluate(as_expr(e), symbols)) for e in ws.shape)
+        math.prod(max(1, index_value(as_expr(e), symbols)) for e in ws.shape)
         * dtypes.itemsize(ws.dtype)
         for ws in fn.workspaces
     )
-    features["log_workspace_bytes"] = _log(workspace)
+    features["log_workspace_bytes"] = log_scale(workspace)
     features.update(_levels(fn, hot, extent))
     features.update(_kernel(every))
     return features
@@ -346,7 +333,7 @@ def _kernel(every: list[Stmt]) -> dict[str, float]:
     return best[1]
 
 
-def _levels(fn: Function, hot: _Site, extent: Callable[[For], int]) -> dict[str, float]:
+def _levels(fn: Function, hot: Site, extent: Callable[[For], int]) -> dict[str, float]:
     """Bytes the hot statement's innermost 1..LEVELS loops touch, and FLOPs per byte."""
     values = [hot.stmt.value, *(hot.stmt.indices if isinstance(hot.stmt, Store) else ())]
     reads = [ld for v in values for ld in loads(v)]
@@ -362,66 +349,12 @@ def _levels(fn: Function, hot: _Site, extent: Callable[[For], int]) -> dict[str,
             size = dtypes.itemsize(scalar(buf.dtype if buf else ld.dtype)) * lanes(ld.dtype)
             touched += elements * size
         work = ops * math.prod(extent(lp) for lp in inner)
-        features[f"log_touched_{level}"] = _log(touched)
+        features[f"log_touched_{level}"] = log_scale(touched)
         features[f"flops_per_byte_{level}"] = work / max(touched, 1)
     return features
 
 
-# ----------------------------------------------------------------------------- GPU
-
-
-def _gpu(fn: Function, target: Target, symbols: dict[str, int]) -> dict[str, float]:
-    """The GPU and (estimated) ptxas columns of a CUDA function (see the module doc)."""
-    found = launches(fn)
-
-    def work(launch: Launch) -> int:
-        sites = _sites(launch.body)
-        return max(
-            (math.prod(max(1, _evaluate(lp.extent, symbols)) for lp in s.loops) for s in sites),
-            default=0,
-        )
-
-    main = max(found, key=work)
-    body = list(stmts(main.body))
-    registers = _registers(main.body)
-    blocks = math.prod(max(1, _evaluate(e, symbols)) for e in main.grid)
-    resident = residency(target, main.threads, main.shared_bytes, registers)
-    limits = limits_for(target)
-    waits = [s.pending for s in body if isinstance(s, AsyncCopy) and s.op == "wait"]
-    copies = any(isinstance(s, AsyncCopy) and s.op == "copy" for s in body)
-    return {
-        "gpu_kernels": float(len(found)),
-        "gpu_threads": float(main.threads),
-        "gpu_log_blocks": _log(blocks),
-        "gpu_waves": blocks / (limits.sms * max(resident, 1)),
-        "gpu_shared_bytes": float(main.shared_bytes),
-        "gpu_async_stages": float(max(waits, default=0) + 2) if copies else 0.0,
-        "gpu_tensor_cores": float(any(isinstance(s, Wmma | Wgmma) for s in body)),
-        "gpu_registers": float(registers),
-        "gpu_occupancy": resident * -(-main.threads // WARP) / limits.warps_per_sm,
-        "ptxas_registers": float(max(_registers(k.body) for k in found)),
-        "ptxas_spill_bytes": 0.0,
-        "ptxas_stack_bytes": 0.0,
-        "ptxas_shared_bytes": float(max(0 if k.dynamic else k.shared_bytes for k in found)),
-    }
-
-
-def _registers(kernel: Stmt) -> int:
-    """Registers per thread, estimated: 32-bit words of every per-thread local value (the
-    register tile, operand fragments, values held across a barrier), FRAGMENT_REGISTERS per
-    WMMA fragment, and REGISTER_OVERHEAD (index locals included). It ignores that ptxas
-    reuses the registers of values whose lives do not overlap."""
-    words = 0
-    for s in stmts(kernel):
-        if isinstance(s, Decl) and not s.shared and s.dtype != INDEX:
-            size = dtypes.itemsize(dtypes.compute_dtype(scalar(s.dtype))) * lanes(s.dtype)
-            words += math.prod(s.shape) * -(-size // 4)
-        elif isinstance(s, Wmma) and s.op == "fragment":
-            words += FRAGMENT_REGISTERS[s.use]
-    return words + REGISTER_OVERHEAD
-
-
-def _evaluate(expr: Expr, symbols: dict[str, int]) -> int:
+def index_value(expr: Expr, symbols: Mapping[str, int]) -> int:
     """An index expression's value with symbols bound and loop variables at 0 (so a clipped
     tail `min(T, N - o * T)` counts as a full tile)."""
     if isinstance(expr, Const):
@@ -429,7 +362,7 @@ def _evaluate(expr: Expr, symbols: dict[str, int]) -> int:
     if isinstance(expr, Var):
         return symbols.get(expr.name, 0)
     if isinstance(expr, Binary):
-        a, b = _evaluate(expr.a, symbols), _evaluate(expr.b, symbols)
+        a, b = index_value(expr.a, symbols), index_value(expr.b, symbols)
         ops = {"+": a + b, "-": a - b, "*": a * b}
         if expr.op in ops:
             return ops[expr.op]
@@ -437,6 +370,6 @@ def _evaluate(expr: Expr, symbols: dict[str, int]) -> int:
             return a // b if expr.op == "//" else a % b
         return 0
     if isinstance(expr, Call) and expr.fn in ("min", "max"):
-        args = [_evaluate(a, symbols) for a in expr.args]
+        args = [index_value(a, symbols) for a in expr.args]
         return min(args) if expr.fn == "min" else max(args)
     return 0

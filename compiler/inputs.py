@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import dtypes
-from compiler.canonical import workload_key
-from compiler.ir import Program
+from tunehub.compiler import dtypes
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.ir import Program
 
 # A byte pattern no kernel writes by accident: 0xA5A5A5A5 as uint32, -91 as int8, and not a
 # valid bool (0 or 1), so an unwritten bool output is caught too.

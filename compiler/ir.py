@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from compiler.dtypes import INDEX
+from tunehub.compiler.dtypes import INDEX
 
 Extent = int | str  # a literal extent, or the name of a symbol
 

@@ -1,52 +1,41 @@
 """(program, target, config) -> Kernel: run the stage schedules and render the loop IR.
 
-Stages are lowered in order, each by its class's schedule with its own (unprefixed) knobs;
-a fused row group becomes one loop over its rows (parallel, collapsed; on CUDA one block per
-row) holding each of its stages' per-row statements back to back. On CUDA every stage (or
-fused group) is a kernel launch of its own. Results that are not outputs live in workspace
-buffers. `lower_function` stops at the loop IR (for features and tests); `lower` simplifies
-its index arithmetic (`compiler.simplify`) and renders it.
+Stages are lowered in order, each by its class's schedule on the target with its own
+(unprefixed) knobs; a fused row group becomes one loop over its rows (on CPUs parallel and
+collapsed, on CUDA one block per row) holding each of its stages' per-row statements back to
+back. On CUDA every stage (or fused group) is a kernel launch of its own. Results that are
+not outputs live in workspace buffers. `lower_function` stops at the loop IR (for features
+and tests); `lower` simplifies its index arithmetic (`compiler.simplify`) and renders it.
 """
 
 from __future__ import annotations
 
 import re
 
-from compiler.analysis import Stage
-from compiler.errors import InvalidConfig
-from compiler.ir import Expr, Program
-from compiler.kernel import Kernel, KernelArg
-from compiler.loop import Buffer, Function, Namer, Stmt, Workspace, as_expr, seq, var
-from compiler.render import render
-from compiler.render.launch import launches, metadata
-from compiler.schedule import schedule_for
-from compiler.schedule.gpu import fused_rows
-from compiler.schedule.injective import MAX_COLLAPSE
-from compiler.schedule.stage import Context, Loop, nest
-from compiler.simplify import simplify
-from compiler.space import ProgramSpace, space_for
-from compiler.space.program import group_knob
-from compiler.space.space import Config
-from schemas.target import Target
+from tunehub.compiler.analysis import Stage
+from tunehub.compiler.backend import compiler_backend
+from tunehub.compiler.errors import InvalidConfig
+from tunehub.compiler.ir import Expr, Program
+from tunehub.compiler.kernel import Kernel
+from tunehub.compiler.loop import Buffer, Function, Namer, Stmt, Workspace, seq
+from tunehub.compiler.schedule.stage import Context
+from tunehub.compiler.simplify import simplify
+from tunehub.compiler.space import ProgramSpace, space_for
+from tunehub.compiler.space.program import group_knob
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.target import Target
 
 
 def lower(program: Program, target: Target, config: Config) -> Kernel:
     """The kernel of `program` scheduled by `config`; InvalidConfig if the space rejects it."""
-    language = "cuda" if target.kind == "cuda" else "c"
-    return kernel_of(lower_function(program, target, config), language)
+    return kernel_of(lower_function(program, target, config), target.kind)
 
 
-def kernel_of(fn: Function, language: str = "c") -> Kernel:
-    """The C or CUDA kernel of a loop-IR function, with its ABI (and launch) description.
-    Its index arithmetic is simplified here, for the compiler's sake; features read the loop
-    IR as scheduled (the simplification costs a few lowerings)."""
-    fn = simplify(fn)
-    args = tuple(KernelArg(b.name, b.shape, b.dtype, "input") for b in fn.inputs)
-    args += tuple(KernelArg(b.name, b.shape, b.dtype, "output") for b in fn.outputs)
-    if language == "cuda":
-        launch = metadata(fn, launches(fn))
-        return Kernel("cuda", render(fn, "cuda"), fn.name, args, fn.symbols, launch)
-    return Kernel("c", render(fn, "c"), fn.name, args, fn.symbols)
+def kernel_of(fn: Function, kind: str = "cpu") -> Kernel:
+    """The kernel of a loop-IR function for a target kind, with its ABI (and launch)
+    description. Its index arithmetic is simplified here, for the compiler's sake; features
+    read the loop IR as scheduled (the simplification costs a few lowerings)."""
+    return compiler_backend(kind).kernel(simplify(fn))
 
 
 def lower_function(
@@ -81,28 +70,21 @@ def lower_function(
 def _stage(
     space: ProgramSpace, config: Config, ctx: Context, stage: Stage, rows: tuple[Expr, ...]
 ) -> Stmt:
-    return schedule_for(stage, ctx.target).lower(
-        stage, space.stage_config(stage, config), ctx, rows
+    return (
+        compiler_backend(ctx.target)
+        .schedule(stage)
+        .lower(stage, space.stage_config(stage, config), ctx, rows)
     )
 
 
 def _fused(space: ProgramSpace, config: Config, ctx: Context, members: range, rows: int) -> Stmt:
-    """One parallel loop over the group's rows (on CUDA, one block per row), each row
-    computing every member stage."""
+    """The group's rows iterated once (the target lays them out), each row computing every
+    member stage."""
     first = space.analysis.stages[members.start]
     stages = [space.analysis.stages[n] for n in members]
-    if ctx.target.kind == "cuda":
-        return fused_rows(
-            ctx, first, rows, lambda index: [_stage(space, config, ctx, s, index) for s in stages]
-        )
-    loops = [
-        Loop(ctx.fresh(axis), as_expr(size))
-        for axis, size in zip(first.axes, first.shape, strict=True)
-    ]
-    loops = loops[:rows]
-    loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
-    row_index = tuple(var(lp.var) for lp in loops)
-    return nest(loops, seq(_stage(space, config, ctx, s, row_index) for s in stages))
+    return compiler_backend(ctx.target).fused_rows(
+        ctx, first, rows, lambda index: [_stage(space, config, ctx, s, index) for s in stages]
+    )
 
 
 def signature_names(program: Program) -> set[str]:

@@ -45,9 +45,9 @@ from typing import NoReturn
 import ml_dtypes
 import numpy as np
 
-from compiler import dtypes
-from compiler.errors import SignatureError
-from compiler.ir import (
+from tunehub.compiler import dtypes
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.ir import (
     BINARY_FUNCTIONS,
     COMPARISONS,
     PRECEDENCE,

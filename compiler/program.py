@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from compiler import dtypes
-from compiler.canonical import to_text
-from compiler.errors import SignatureError
-from compiler.ir import (
+from tunehub.compiler import dtypes
+from tunehub.compiler.canonical import to_text
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.ir import (
     Binary,
     Call,
     Cast,
@@ -46,8 +46,8 @@ from compiler.ir import (
     children,
     loads,
 )
-from compiler.parse import RESERVED, Scope, parse
-from schemas.signature import NAME_PATTERN, ComputeDecl, TaskSignature
+from tunehub.compiler.parse import RESERVED, Scope, parse
+from tunehub.schemas.signature import NAME_PATTERN, ComputeDecl, TaskSignature
 
 MAX_SYMBOL_VALUE = 2**31
 MAX_ELEMENTS = 2**31  # per buffer at the symbol maxima, so element offsets fit 32 bits

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import dtypes
-from compiler.errors import SignatureError
-from compiler.ir import (
+from tunehub.compiler import dtypes
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.ir import (
     Binary,
     Call,
     Cast,
@@ -74,11 +74,14 @@ def evaluate(
     *,
     max_elements: int = MAX_ELEMENTS,
     fast_contractions: bool = True,
+    exact: bool = True,
 ) -> dict[str, np.ndarray]:
     """The program's outputs, each in its declared dtype, for these inputs and symbol values.
 
     `fast_contractions=False` evaluates float sums of products elementwise too: the plain
-    definition, which the fast path is tested against.
+    definition, which the fast path is tested against. `exact=False` lets 16-bit sums of
+    products take the fast path as well, without rounding each term: what a numpy user
+    writes (`x.astype(float32) @ w`), timed as the library baseline, never a reference.
     """
     syms = _check_symbols(program, symbols)
     env: dict[str, np.ndarray] = {}
@@ -87,7 +90,7 @@ def evaluate(
     with np.errstate(all="ignore"):
         for compute in program.computes:
             extents = _extents(program, compute, syms)
-            plan = _plan_contraction(compute, extents) if fast_contractions else None
+            plan = _plan_contraction(compute, extents, exact) if fast_contractions else None
             if plan is None:
                 value = _evaluate_compute(program, compute, env, syms, max_elements)
             else:
@@ -149,13 +152,11 @@ def _evaluate_compute(
         acc = np.full(shape, _identity(compute.reduce_op, acc_dtype), dtypes.to_numpy(acc_dtype))
     reduce_dims = tuple(range(len(shape), len(extents)))
     for block in _blocks(extents, max_elements):
-        grid = {
-            name: _axis_values(lo, hi, pos, len(extents))
-            for pos, (name, (lo, hi)) in enumerate(zip(names, block, strict=True))
-        }
-        grid.update({name: np.array(value, np.int64) for name, value in symbols.items()})
+        pairs = enumerate(zip(names, block, strict=True))
+        spans = {name: (pos, *bounds) for pos, (name, bounds) in pairs}
+        evaluator = _evaluator(env, spans, symbols, len(extents))
         # The store (or, for a reduce, each term) is a cast to the compute's dtype.
-        value = _convert(_Evaluator(env, grid).eval(compute.body, guarded=False), compute.dtype)
+        value = _convert(evaluator.eval(compute.body, guarded=False), compute.dtype)
         block_shape = tuple(hi - lo for lo, hi in block)
         value = np.broadcast_to(value, block_shape)
         out = tuple(slice(lo, hi) for lo, hi in block[: len(shape)])
@@ -191,6 +192,19 @@ def _blocks(extents: tuple[int, ...], max_elements: int) -> list[list[tuple[int,
     return [list(block) for block in itertools.product(*ranges)]
 
 
+def _evaluator(
+    env: dict[str, np.ndarray],
+    spans: dict[str, tuple[int, int, int]],
+    symbols: dict[str, int],
+    ndim: int,
+) -> _Evaluator:
+    """An evaluator over the block `spans` describes: each axis its values along its own
+    dimension, each symbol its value."""
+    grid = {name: _axis_values(lo, hi, pos, ndim) for name, (pos, lo, hi) in spans.items()}
+    grid.update({name: np.array(value, np.int64) for name, value in symbols.items()})
+    return _Evaluator(env, grid, spans, ndim)
+
+
 def _axis_values(lo: int, hi: int, pos: int, ndim: int) -> np.ndarray:
     shape = [1] * ndim
     shape[pos] = hi - lo
@@ -223,11 +237,20 @@ def _convert(value: np.ndarray, dtype: str) -> np.ndarray:
 
 
 class _Evaluator:
-    """Evaluates one block of a compute's body; `grid` maps index names to broadcast arrays."""
+    """Evaluates one block of a compute's body; `grid` maps index names to broadcast arrays,
+    `spans` each grid axis to its (position, lo, hi) in the block's `ndim` dimensions."""
 
-    def __init__(self, env: dict[str, np.ndarray], grid: dict[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        env: dict[str, np.ndarray],
+        grid: dict[str, np.ndarray],
+        spans: dict[str, tuple[int, int, int]],
+        ndim: int,
+    ) -> None:
         self.env = env
         self.grid = grid
+        self.spans = spans
+        self.ndim = ndim
 
     def eval(self, expr: Expr, *, guarded: bool) -> np.ndarray:
         if isinstance(expr, Const):
@@ -246,6 +269,9 @@ class _Evaluator:
 
     def _load(self, expr: Load, guarded: bool) -> np.ndarray:
         array = self.env[expr.tensor]
+        view = self._view(expr, array)
+        if view is not None:
+            return _convert(view, expr.dtype)
         indices = []
         for dim, (index_expr, extent) in enumerate(zip(expr.indices, array.shape, strict=True)):
             index = self.eval(index_expr, guarded=guarded).astype(np.int64)
@@ -261,6 +287,24 @@ class _Evaluator:
             indices.append(index)
         value = array[tuple(indices)]
         return _convert(np.asarray(value), expr.dtype)
+
+    def _view(self, expr: Load, array: np.ndarray) -> np.ndarray | None:
+        """The read as a view of `array` (sliced, transposed into the grid) where every index
+        is a different grid axis within bounds: a matmul's operands, no gather."""
+        if not all(isinstance(i, Var) and i.name in self.spans for i in expr.indices):
+            return None
+        spans = [self.spans[i.name] for i in expr.indices if isinstance(i, Var)]
+        positions = [pos for pos, _, _ in spans]
+        if len(set(positions)) < len(positions):
+            return None
+        if any(hi > extent for (_, _, hi), extent in zip(spans, array.shape, strict=True)):
+            return None
+        view = array[tuple(slice(lo, hi) for _, lo, hi in spans)]
+        order = sorted(range(len(spans)), key=positions.__getitem__)
+        shape = [1] * self.ndim
+        for pos, lo, hi in spans:
+            shape[pos] = hi - lo
+        return view.transpose(order).reshape(shape)
 
     def _unary(self, expr: Unary, guarded: bool) -> np.ndarray:
         x = self.eval(expr.x, guarded=guarded)
@@ -414,12 +458,19 @@ class _Contraction:
     reduce: tuple[str, ...]
 
 
-def _plan_contraction(compute: Compute, extents: dict[str, int]) -> _Contraction | None:
-    """The cheapest split of a float32/float64 sum of products into two sides, or None when
-    `compute` is no such sum (then the elementwise path evaluates it)."""
-    if compute.reduce_op != "sum" or compute.dtype not in ("float32", "float64"):
+def _plan_contraction(
+    compute: Compute, extents: dict[str, int], exact: bool = True
+) -> _Contraction | None:
+    """The cheapest split of a float32/float64 sum of products (with `exact` off, a 16-bit
+    one too) into two sides, or None when `compute` is no such sum (then the elementwise
+    path evaluates it)."""
+    floats = ("float32", "float64") if exact else ("float32", "float64", *dtypes.HALF)
+    if compute.reduce_op != "sum" or compute.dtype not in floats:
         return None
-    parts = _factors(compute.body, compute.dtype)
+    body = compute.body
+    while not exact and isinstance(body, Cast):
+        body = body.x
+    parts = _factors(body, dtypes.compute_dtype(compute.dtype))
     if not 2 <= len(parts) <= _MAX_FACTORS:
         return None
     reduce = tuple(r.name for r in compute.reduce_axes)
@@ -475,8 +526,8 @@ def _contract(
 ) -> np.ndarray:
     """Evaluate a planned contraction block by block: each block evaluates both sides on
     their own axes and adds their matrix product into the output, in the output's dtype."""
-    dtype = dtypes.to_numpy(compute.dtype)
-    acc = np.zeros(tuple(extents[a] for a in compute.axes), dtype)
+    dtype = dtypes.compute_dtype(compute.dtype)
+    acc = np.zeros(tuple(extents[a] for a in compute.axes), dtypes.to_numpy(dtype))
     lhs_axes = plan.batch + plan.rows + plan.reduce
     rhs_axes = plan.batch + plan.reduce + plan.cols
     out_axes = plan.batch + plan.rows + plan.cols
@@ -490,8 +541,8 @@ def _contract(
     transpose = tuple(out_axes.index(a) for a in compute.axes)
     for los_his in itertools.product(*(ranges[a] for a in order)):
         bounds = dict(zip(order, los_his, strict=True))
-        lhs = _side(plan.lhs, lhs_axes, bounds, env, symbols, compute.dtype)
-        rhs = _side(plan.rhs, rhs_axes, bounds, env, symbols, compute.dtype)
+        lhs = _side(plan.lhs, lhs_axes, bounds, env, symbols, dtype)
+        rhs = _side(plan.rhs, rhs_axes, bounds, env, symbols, dtype)
         b, r, c, k = (
             _size(axes, {a: hi - lo for a, (lo, hi) in bounds.items()})
             for axes in (plan.batch, plan.rows, plan.cols, plan.reduce)
@@ -500,7 +551,7 @@ def _contract(
         product = product.reshape(tuple(bounds[a][1] - bounds[a][0] for a in out_axes))
         out = tuple(slice(*bounds[a]) for a in compute.axes)
         acc[out] += product.transpose(transpose)
-    return acc
+    return acc.astype(dtypes.to_numpy(compute.dtype), copy=False)
 
 
 def _contraction_block(
@@ -532,9 +583,8 @@ def _side(
     dtype: str,
 ) -> np.ndarray:
     """The product of `factors` (each converted to `dtype`) over the block of `axes`."""
-    grid = {name: _axis_values(*bounds[name], pos, len(axes)) for pos, name in enumerate(axes)}
-    grid.update({name: np.array(value, np.int64) for name, value in symbols.items()})
-    evaluator = _Evaluator(env, grid)
+    spans = {name: (pos, *bounds[name]) for pos, name in enumerate(axes)}
+    evaluator = _evaluator(env, spans, symbols, len(axes))
     value = _convert(evaluator.eval(factors[0], guarded=False), dtype)
     for factor in factors[1:]:
         value = value * _convert(evaluator.eval(factor, guarded=False), dtype)

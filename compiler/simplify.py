@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from compiler import dtypes
-from compiler.ir import Binary, Call, Const, Expr, Var, transform, walk
-from compiler.loop import Assign, Decl, For, Function, map_exprs, stmts
+from tunehub.compiler import dtypes
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Var, transform, walk
+from tunehub.compiler.loop import Assign, Decl, For, Function, map_exprs, stmts
 
 
 def simplify(fn: Function) -> Function:

@@ -13,11 +13,13 @@ byte for byte so that an unwritten (poisoned) bool output cannot pass as True.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import dtypes
+from tunehub.compiler import dtypes
+from tunehub.compiler.ir import Program, loads
 
 RTOL = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 3e-2}
 # Reductions up to this length get the base tolerance; longer ones scale with sqrt(length).
@@ -120,3 +122,13 @@ def _result(
             f"{list(first)}: expected {want!r}, got {got!r}; {errors}"
         )
     return Comparison(count == 0, max_abs, max_rel, count, message)
+
+
+def reduce_extent(program: Program, name: str, symbols: Mapping[str, int]) -> int:
+    """Terms summed into each element of `name`: the longest reduction on its path from the
+    inputs (a bias+relu epilogue keeps its matmul's K), which sets the error tolerance."""
+    compute = program.compute(name)
+    own = math.prod(program.extent(r.extent, dict(symbols)) for r in compute.reduce_axes)
+    inputs = {t.name for t in program.inputs}
+    producers = {ld.tensor for ld in loads(compute.body)} - inputs
+    return max([own, *(reduce_extent(program, p, symbols) for p in producers)])

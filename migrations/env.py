@@ -13,8 +13,8 @@ from alembic import context
 from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import JSON, Connection, Engine, create_engine, event, pool, text
 
-from server.db.models import Base, UTCDateTime
-from server.settings import get_settings
+from tunehub.server.db.models import Base, UTCDateTime
+from tunehub.server.settings import get_settings
 
 # An arbitrary constant: the PostgreSQL advisory lock that serializes concurrent migrations
 # (the API and the tuner may both start at once against a fresh database).

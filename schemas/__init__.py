@@ -3,15 +3,15 @@
 This package imports nothing else from tunehub, so clients can depend on it alone.
 """
 
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import (
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import (
     ComputeDecl,
     ReduceDecl,
     SymbolDecl,
     TaskSignature,
     TensorDecl,
 )
-from schemas.target import Target
+from tunehub.schemas.target import Target
 
 __all__ = [
     "ComputeDecl",

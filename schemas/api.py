@@ -16,9 +16,9 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
 
 # Paging: `limit` defaults to DEFAULT_PAGE_SIZE and may not exceed MAX_PAGE_SIZE.
 DEFAULT_PAGE_SIZE = 50
@@ -29,8 +29,14 @@ MAX_ID = 2**31 - 1
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
 
-# The search strategy a tuning uses unless the request names one (see compiler.search).
+# The search strategies a tuning may name (`compiler.search.STRATEGIES` implements each), and
+# the one it uses unless the request names one.
+STRATEGY_NAMES = ("evolutionary", "model", "random")
 DEFAULT_STRATEGY = "model"
+# A symbolic workload is tuned for one assignment of its symbols; a symbol nobody named is
+# tuned at this value (clamped into its declared range): large enough to exercise tiling,
+# small enough that the naive baseline finishes quickly.
+DEFAULT_SYMBOL_VALUE = 64
 # The most tasks one tuning group may hold (a whole model's distinct layers, with room).
 MAX_GROUP_TASKS = 64
 

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.api import RecordView
-from schemas.signature import SymbolDecl
+from tunehub.schemas.api import RecordView
+from tunehub.schemas.signature import SymbolDecl
 
 
 class DispatchEntry(BaseModel):

@@ -1,14 +1,93 @@
-"""Compilation targets: a CUDA architecture or a CPU instruction set."""
+"""Compilation targets: a CUDA architecture or a CPU instruction set, and the registry of target
+kinds.
+
+A target kind is one line of `BUILTIN_KINDS`: how its wire form names a variant (`arch` or
+`isa`), the variants it accepts, and the package that implements it (`tunehub.targets.<kind>`).
+That package holds the whole target, in three facets that each layer loads when it needs them
+(`TargetKind.facet`): `compiler` (language, renderer, schedules, device limits), `worker`
+(builder, runner, device detection) and `runtime` (artifact files and the loader). Nothing else
+in tunehub tests a kind by name.
+
+A kind from outside tunehub (a plugin's, or the tests' toy target) is a package whose
+`__init__` defines `KIND`, named in `TUNEHUB_TARGETS` (comma-separated module names): an
+environment variable, so that every process of a tuning (build pools, workers, measuring
+children) knows the same kinds.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
-from typing import Literal
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CPU_ISAS = ("x86_64-avx512", "x86_64-avx2", "x86_64", "aarch64-neon", "generic")
-CUDA_ARCH_PATTERN = re.compile(r"^sm_[0-9]{2,3}a?$")
+
+
+@dataclass(frozen=True)
+class TargetKind:
+    """One kind of target. `choices` lists every variant where they are few (CPU ISAs);
+    otherwise `pattern` says what a variant looks like (`sm_90`, like `example`)."""
+
+    name: str
+    field: Literal["arch", "isa"]
+    example: str
+    package: str
+    choices: tuple[str, ...] = ()
+    pattern: str = ""
+
+    def check(self, variant: str) -> None:
+        """ValueError unless `variant` names one of this kind's variants."""
+        if self.choices and variant not in self.choices:
+            raise ValueError(
+                f"unknown {self.name} {self.field} {variant!r} (one of {', '.join(self.choices)})"
+            )
+        if self.pattern and not re.fullmatch(self.pattern, variant):
+            raise ValueError(
+                f"unknown {self.name} {self.field} {variant!r} (expected e.g. {self.example!r})"
+            )
+
+    def facet(self, name: Literal["compiler", "worker", "runtime"]) -> Any:
+        """The `BACKEND` object of this kind's `name` facet (`<package>.<name>`), imported
+        only now: a client that loads kernels never imports a compiler."""
+        return importlib.import_module(f"{self.package}.{name}").BACKEND
+
+
+BUILTIN_KINDS = (
+    TargetKind("cpu", "isa", "x86_64-avx2", "tunehub.targets.cpu", choices=CPU_ISAS),
+    TargetKind("cuda", "arch", "sm_90", "tunehub.targets.cuda", pattern=r"sm_[0-9]{2,3}a?"),
+)
+PLUGINS_ENV = "TUNEHUB_TARGETS"
+
+
+def kinds() -> dict[str, TargetKind]:
+    """Every known target kind by name: the built-in ones, then those of TUNEHUB_TARGETS."""
+    return _kinds(os.environ.get(PLUGINS_ENV, ""))
+
+
+@cache
+def _kinds(plugins: str) -> dict[str, TargetKind]:
+    found = {kind.name: kind for kind in BUILTIN_KINDS}
+    for module in filter(None, (name.strip() for name in plugins.split(","))):
+        kind = importlib.import_module(module).KIND
+        found[kind.name] = kind
+    return found
+
+
+def kind_of(name: str) -> TargetKind:
+    """The kind called `name`; ValueError naming the known ones otherwise."""
+    known = kinds()
+    if name not in known:
+        raise ValueError(f"unknown target kind {name!r} (expected {_expected(known)})")
+    return known[name]
+
+
+def _expected(known: dict[str, TargetKind]) -> str:
+    return " or ".join(f"{k.name}[:{k.field.upper()}]" for k in known.values())
 
 
 class Target(BaseModel):
@@ -18,41 +97,53 @@ class Target(BaseModel):
     every stored record names a complete target.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra=lambda schema: schema["properties"]["kind"].update(enum=[*kinds()]),
+    )
 
-    kind: Literal["cuda", "cpu"]
+    kind: str = Field(description="a registered target kind")
     arch: str | None = None
     isa: str | None = None
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> Target:
-        if self.kind == "cuda":
-            if self.isa is not None:
-                raise ValueError("a cuda target has an arch, not an isa")
-            if self.arch is not None and not CUDA_ARCH_PATTERN.match(self.arch):
-                raise ValueError(f"unknown cuda arch {self.arch!r} (expected e.g. 'sm_90')")
-        else:
-            if self.arch is not None:
-                raise ValueError("a cpu target has an isa, not an arch")
-            if self.isa is not None and self.isa not in CPU_ISAS:
-                raise ValueError(f"unknown cpu isa {self.isa!r} (one of {', '.join(CPU_ISAS)})")
+        kind = kind_of(self.kind)
+        other = "isa" if kind.field == "arch" else "arch"
+        article = "an" if kind.field[0] in "aeiou" else "a"
+        if getattr(self, other) is not None:
+            raise ValueError(f"a {kind.name} target has {article} {kind.field}, not an {other}")
+        if self.detail is not None:
+            kind.check(self.detail)
         return self
 
     @classmethod
     def parse(cls, text: str) -> Target:
         """Parse the short form used on the command line and in queries: `cpu`,
         `cpu:x86_64-avx512`, `cuda`, `cuda:sm_90`."""
-        kind, _, detail = text.strip().partition(":")
-        if kind not in ("cpu", "cuda"):
-            raise ValueError(f"unknown target {text!r} (expected cpu[:ISA] or cuda[:sm_XX])")
-        if kind == "cpu":
-            return cls(kind="cpu", isa=detail or None)
-        return cls(kind="cuda", arch=detail or None)
+        name, _, detail = text.strip().partition(":")
+        known = kinds()
+        if name not in known:
+            raise ValueError(f"unknown target {text!r} (expected {_expected(known)})")
+        return cls(kind=name, **{known[name].field: detail or None})
+
+    @property
+    def detail(self) -> str | None:
+        """The variant: the arch of a CUDA target, the ISA of a CPU target."""
+        return self.arch if self.arch is not None else self.isa
 
     @property
     def complete(self) -> bool:
-        return (self.arch if self.kind == "cuda" else self.isa) is not None
+        return self.detail is not None
+
+    @property
+    def spec(self) -> TargetKind:
+        return kind_of(self.kind)
+
+    def with_detail(self, detail: str) -> Target:
+        """This target with its variant named."""
+        return Target(kind=self.kind, **{self.spec.field: detail})
 
     def __str__(self) -> str:
-        detail = self.arch if self.kind == "cuda" else self.isa
-        return f"{self.kind}:{detail}" if detail else self.kind
+        return f"{self.kind}:{self.detail}" if self.detail else self.kind

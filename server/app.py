@@ -17,16 +17,17 @@ from anyio import to_thread
 from fastapi import FastAPI
 from redis import Redis
 
-from server.api import errors
-from server.api.auth import TokenVerifier, is_loopback
-from server.api.deps import Services
-from server.api.limits import BodyLimitMiddleware
-from server.api.metrics import Metrics, MetricsMiddleware
-from server.api.routes import artifacts, health, tuning_groups, tunings, workers, workloads
-from server.best import BestLookup
-from server.db.session import make_engine, migrate, session_factory
-from server.generations import BestGenerations
-from server.settings import Settings, get_settings
+from tunehub.server.api import errors
+from tunehub.server.api.auth import is_loopback
+from tunehub.server.api.deps import Services
+from tunehub.server.api.limits import BodyLimitMiddleware
+from tunehub.server.api.metrics import Metrics, MetricsMiddleware
+from tunehub.server.api.routes import artifacts, health, tuning_groups, tunings, workers, workloads
+from tunehub.server.api.verifier import TokenVerifier
+from tunehub.server.best import BestLookup
+from tunehub.server.db.session import make_engine, migrate, session_factory
+from tunehub.server.generations import BestGenerations
+from tunehub.server.settings import Settings, get_settings
 
 # Redis answers in microseconds; a request waiting longer than this for it gets a 503.
 REDIS_TIMEOUT_S = 5.0

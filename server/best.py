@@ -20,18 +20,18 @@ from collections.abc import Mapping
 from anyio import to_thread
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler.canonical import workload_key
-from compiler.ir import Program
-from compiler.program import load
-from schemas.api import RecordView
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.cache import TTLCache
-from server.db import store
-from server.db.session import session_scope
-from server.errors import InvalidRequest, NotFound
-from server.generations import BestGenerations
-from server.tuner import resolve_symbols
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.ir import Program
+from tunehub.compiler.program import load
+from tunehub.schemas.api import RecordView
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.cache import TTLCache
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
+from tunehub.server.errors import InvalidRequest, NotFound
+from tunehub.server.generations import BestGenerations
+from tunehub.server.tuner import resolve_symbols
 
 
 class BestLookup:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.record import TuningStatus
-from server.db.models import Tuning
-from server.db.store import ACTIVE_TUNING_STATUSES
+from tunehub.schemas.record import TuningStatus
+from tunehub.server.db.models import Tuning
+from tunehub.server.db.store import ACTIVE_TUNING_STATUSES
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,12 @@ from redis.exceptions import RedisError
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
 
-from schemas.record import TuningStatus
-from server.db import store
-from server.db.session import make_engine, migrate, session_factory, session_scope
-from server.tuner.service import tuner_job_id
-from worker.daemon import list_workers
-from worker.queues import TUNER_QUEUE
+from tunehub.schemas.record import TuningStatus
+from tunehub.server.db import store
+from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.tuner.service import tuner_job_id
+from tunehub.worker.daemon import list_workers
+from tunehub.worker.queues import TUNER_QUEUE
 
 READY_TIMEOUT_S = 60.0
 # Each stop step waits this long before escalating; over a second, because RQ ignores a
@@ -215,7 +215,7 @@ class Stack:
             "api",
             "-m",
             "uvicorn",
-            "server.app:create_app",
+            "tunehub.server.app:create_app",
             "--factory",
             *("--host", config.host, "--port", str(self.port)),
             "--no-access-log",
@@ -224,7 +224,7 @@ class Stack:
         if config.tuner:
             self.tuner = self._process(
                 "tuner",
-                *("-m", "server.tuner.service", "--redis", self.redis_url),
+                *("-m", "tunehub.server.tuner.service", "--redis", self.redis_url),
                 *("--name", self._name("tuner")),
             )
             self.tuner.start(env)
@@ -238,7 +238,7 @@ class Stack:
             role = f"worker-{len(self.workers) + 1}"
             worker = self._process(
                 role,
-                *("-m", "worker.daemon", "--redis", self.redis_url),
+                *("-m", "tunehub.worker.daemon", "--redis", self.redis_url),
                 *("--name", self._name(role), *args),
             )
             worker.start(env)

@@ -32,23 +32,22 @@ from redis import Redis
 from redis.exceptions import LockError, RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler import search
-from compiler.canonical import workload_key
-from compiler.errors import SignatureError
-from compiler.program import load
-from schemas.api import GroupTask, TuningGroupRequest, TuningRequest
-from schemas.record import TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db import store
-from server.db.models import Tuning, TuningGroup
-from server.db.session import session_scope
-from server.errors import Conflict, InvalidRequest, Unavailable
-from server.tuner import resolve_symbols
-from server.tuner import submit as register_tuning
-from server.tuner.rq_executor import RQExecutor
-from server.tuner.service import enqueue_group, enqueue_tuning
-from worker.queues import submit_lock_key
+from tunehub.compiler import search
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.program import load
+from tunehub.schemas.api import GroupTask, TuningGroupRequest, TuningRequest
+from tunehub.schemas.record import TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.models import Tuning, TuningGroup
+from tunehub.server.db.session import session_scope
+from tunehub.server.errors import Conflict, InvalidRequest, Unavailable
+from tunehub.server.tuner import register_tuning, resolve_symbols
+from tunehub.server.tuner.rq_executor import RQExecutor
+from tunehub.server.tuner.service import enqueue_group, enqueue_tuning
+from tunehub.worker.queues import submit_lock_key
 
 # How long one submission may hold its workload's lock, and wait for it.
 SUBMIT_LOCK_TTL_S = 30

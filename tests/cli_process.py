@@ -11,7 +11,7 @@ from pathlib import Path
 
 def tunehub_argv(*args: str | Path | int) -> list[str]:
     """The command line of `tunehub ARGS`."""
-    return [sys.executable, "-c", "from client.cli import main; main()", *map(str, args)]
+    return [sys.executable, "-c", "from tunehub.client.cli import main; main()", *map(str, args)]
 
 
 def run_tunehub(*args: str | Path | int, timeout: float = 300) -> subprocess.CompletedProcess[str]:

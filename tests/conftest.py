@@ -46,7 +46,7 @@ def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
     """Sessions of `database_url`, migrated to the newest revision: the database the server,
     tuner and service tests store into."""
     # Imported here, like the PostgreSQL setup: not every test machine has the service stack.
-    from server.db.session import make_engine, migrate, session_factory
+    from tunehub.server.db.session import make_engine, migrate, session_factory
 
     migrate(database_url)
     engine = make_engine(database_url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.kernel import KernelArg
+from tunehub.compiler.kernel import KernelArg
 
 # The example of ARCHITECTURE.md, "Task signature": a float16 matmul with a float32
 # accumulator, then bias and relu.

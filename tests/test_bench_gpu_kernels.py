@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from worker import device
+from tunehub.targets.cuda import device
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "gpu_kernels.py"
 

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from compiler import reference
-from compiler.dtypes import to_numpy
-from compiler.inputs import random_inputs
-from compiler.program import load
-from compiler.verify import compare
+from tunehub.compiler import reference
+from tunehub.compiler.dtypes import to_numpy
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.program import load
+from tunehub.compiler.verify import compare
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

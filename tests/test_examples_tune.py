@@ -22,22 +22,21 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy.orm import Session, sessionmaker
 
-from client import load_kernel
-from client.cli import cli
-from compiler import reference
-from compiler.analysis import CONTRACTION, analyze
-from compiler.inputs import random_inputs
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Space
-from compiler.verify import compare
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db import store
-from server.db.session import make_engine, migrate, session_factory, session_scope
-from server.tuner import LocalExecutor, Tuner, submit
-from worker.measure.sandboxed import reduce_extent
+from tunehub.client import load_kernel
+from tunehub.client.cli import cli
+from tunehub.compiler import reference
+from tunehub.compiler.analysis import CONTRACTION, analyze
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Space
+from tunehub.compiler.verify import compare, reduce_extent
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.json"))
 TRIALS = 32
@@ -82,7 +81,7 @@ def test_example_tunes_and_its_best_kernel_matches_the_reference(
     symbols = SYMBOLS.get(path.stem, {})
     target = executor.resolve(Target(kind="cpu"))
     with session_scope(sessions) as s:
-        tuning_id = submit(
+        tuning_id = register_tuning(
             s,
             signature=signature,
             target=target,

@@ -41,10 +41,11 @@ from redis.exceptions import LockError, RedisError
 from redis.typing import EncodableT, FieldT
 from rq import SimpleWorker, get_current_job
 
-from schemas.target import Target
-from worker import device
-from worker.jobs import CandidateRequest, CandidateResult, measure_candidate
-from worker.queues import (
+from tunehub.schemas.target import Target
+from tunehub.worker import device
+from tunehub.worker.backend import local_targets
+from tunehub.worker.jobs import CandidateRequest, CandidateResult, measure_candidate
+from tunehub.worker.queues import (
     WORKERS_KEY,
     measure_lock_key,
     parse_queue,
@@ -77,18 +78,6 @@ class WorkerInfo:
     fingerprints: dict[str, dict[str, Any]]  # per target, device.fingerprint
     started_at: datetime
     last_heartbeat: datetime
-
-
-def cuda_targets() -> list[Target]:
-    """The CUDA architectures of this machine's GPUs, each once; empty without a GPU (the
-    query runs in a child process: no CUDA context may exist in the daemon)."""
-    archs = dict.fromkeys(gpu["gpu_arch"] for gpu in device.gpus())
-    return [Target(kind="cuda", arch=arch) for arch in archs]
-
-
-def detect_targets() -> list[Target]:
-    """What this machine can build and measure for: its CPU, then its GPUs."""
-    return [Target(kind="cpu", isa=device.cpu_isa()), *cuda_targets()]
 
 
 @cache
@@ -206,13 +195,13 @@ def run_worker(
     """Serve build and measure queues until SIGTERM/SIGINT (the job in progress finishes
     first; a second signal stops at once) or, with `burst`, until they are empty.
 
-    `queues` defaults to this machine's targets (`detect_targets`); `threads` is what the
+    `queues` defaults to this machine's targets (`backend.local_targets`); `threads` is what the
     worker offers for measurements (default: its cores), and the tuner measures with the
     smallest offer among a target's workers.
     """
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
-    names = list(queues) if queues else worker_queues(detect_targets())
+    names = list(queues) if queues else worker_queues(local_targets())
     targets = _targets_of(names)
     threads = threads or device.cpu_cores()
     name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -251,8 +240,8 @@ def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m worker.daemon`: the daemon without the service stack (the GPU machine runs it
-    from a plain checkout); `tunehub worker` is the same with the same options."""
+    """`python -m tunehub.worker.daemon`: the daemon without the service stack (the GPU machine
+    runs it from a plain checkout); `tunehub worker` is the same with the same options."""
     parser = argparse.ArgumentParser(
         prog="tunehub worker",
         description="Build and measure candidates for the tuners: serve this machine's queues.",

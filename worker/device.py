@@ -1,29 +1,26 @@
-"""What machine a worker is: its CPU instruction set, its GPUs, and the fingerprint every
-record keeps.
+"""What machine a worker is: its CPU, its instruction set, and the fingerprint every record
+keeps (each target kind adds its device to it: `WorkerBackend.fingerprint`).
 
 A latency means little without the machine it was measured on, so each result carries the
 fingerprint; the ISA decides which builds this worker may run (an AVX-512 binary dies with
-SIGILL on an AVX2 host, and that must be refused, not recorded as a crashing kernel), and so
-does a GPU's architecture for cubins.
+SIGILL on an AVX2 host, and that must be refused, not recorded as a crashing kernel), as a
+GPU's architecture does for cubins (`targets.cuda.device`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
 import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from schemas.target import Target
-from worker.build.cuda import nvcc_version
+from tunehub.schemas.target import Target
+from tunehub.worker.backend import worker_backend
 
 _CPUINFO = Path("/proc/cpuinfo")
-_ROOT = str(Path(__file__).resolve().parents[1])  # the child imports tunehub from here
 _AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
 _AVX2 = {"avx2", "fma"}
 # x86 ISAs in increasing order: a host runs its own level and every level below it.
@@ -61,15 +58,30 @@ def isa_from_flags(machine: str, flags: set[str]) -> str:
     return "x86_64"
 
 
+# Caps the ISA this host reports (a worker that should build and measure AVX2 code on an
+# AVX-512 machine; the test suite run as an AVX2-only machine would run it).
+ISA_ENV = "TUNEHUB_CPU_ISA"
+
+
 @cache
 def cpu_isa() -> str:
-    """The instruction set this host runs, e.g. `x86_64-avx512`."""
-    return isa_from_flags(platform.machine(), set(_cpuinfo().get("flags", "").split()))
+    """The instruction set this host runs, e.g. `x86_64-avx512`, or the lower one named by
+    TUNEHUB_CPU_ISA."""
+    native = isa_from_flags(platform.machine(), set(_cpuinfo().get("flags", "").split()))
+    capped = os.environ.get(ISA_ENV)
+    if not capped:
+        return native
+    if not _runs_on(capped, native):
+        raise RuntimeError(f"{ISA_ENV}={capped} is not an ISA this {native} host can run")
+    return capped
 
 
 def can_run(isa: str, host: str | None = None) -> bool:
     """Whether code built for `isa` runs on a `host` ISA (by default, this host's)."""
-    host = host or cpu_isa()
+    return _runs_on(isa, host or cpu_isa())
+
+
+def _runs_on(isa: str, host: str) -> bool:
     if isa == host or isa == "generic":
         return True
     if host in _X86_LEVELS and isa in _X86_LEVELS:
@@ -78,7 +90,7 @@ def can_run(isa: str, host: str | None = None) -> bool:
 
 
 @cache
-def _version(*command: str) -> str | None:
+def tool_version(*command: str) -> str | None:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
@@ -104,36 +116,4 @@ def fingerprint(target: Target, threads: int) -> dict[str, Any]:
         "cpu_isa": cpu_isa(),
         "threads": threads,
     }
-    if target.kind == "cpu":
-        return {**common, "compiler": "gcc " + (_version("gcc", "-dumpfullversion") or "?")}
-    # A build-only machine has no GPU: its CUDA fingerprint names the toolchain alone.
-    gpu = next((g for g in gpus() if target.arch and can_run_cuda(target.arch, g["gpu_arch"])), {})
-    return {**common, **gpu, "compiler": f"nvcc {nvcc_version() or '?'}"}
-
-
-@cache
-def gpus() -> tuple[dict[str, Any], ...]:
-    """This machine's visible GPUs (name, arch, SM count, memory, L2, driver version), asked
-    through cuda-python in a child process: no CUDA context may exist in a worker before it
-    forks. Empty without a driver or a GPU."""
-    command = [sys.executable, "-m", "worker.measure.gpu"]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")])),
-    }
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
-        return tuple(json.loads(done.stdout)["devices"])
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
-        return ()
-
-
-def can_run_cuda(arch: str, gpu_arch: str) -> bool:
-    """Whether a cubin for `arch` runs on a GPU of `gpu_arch`: SASS runs on its own major
-    version at an equal or higher minor; the `a` (architecture-specific) targets only on
-    their own."""
-    if arch.endswith("a") or gpu_arch.endswith("a"):
-        return arch.rstrip("a") == gpu_arch.rstrip("a")
-    major, minor = divmod(int(arch[3:]), 10)
-    gpu_major, gpu_minor = divmod(int(gpu_arch[3:]), 10)
-    return major == gpu_major and minor <= gpu_minor
+    return {**common, **worker_backend(target).fingerprint(target)}

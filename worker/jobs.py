@@ -24,24 +24,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler import features
-from compiler.canonical import workload_key
-from compiler.errors import InvalidConfig
-from compiler.ir import Program
-from compiler.lower import lower
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Space
-from schemas.record import RecordStatus
-from schemas.target import Target
-from worker import device
-from worker.build.builder import Builder
-from worker.build.cpu import CpuBuilder
-from worker.build.cuda import CudaBuilder
-from worker.measure.case import CaseCache
-from worker.measure.cpu import CpuRunner
-from worker.measure.cuda import CudaRunner
-from worker.measure.runner import Runner
+from tunehub.compiler import features
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.errors import InvalidConfig
+from tunehub.compiler.ir import Program
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Space
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.worker import device
+from tunehub.worker.backend import worker_backend
+from tunehub.worker.measure.case import CaseCache
+from tunehub.worker.measure.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -120,7 +116,7 @@ def build_candidate(request: CandidateRequest) -> CandidateResult:
     except Exception:  # a compiler bug: the candidate still gets its record
         log = f"lowering failed:\n{traceback.format_exc()}"
         return CandidateResult(RecordStatus.COMPILE_ERROR, log=log, machine=machine)
-    built = _BUILDERS[target.kind]().build(kernel, target, request.build_timeout_s)
+    built = worker_backend(target).builder().build(kernel, target, request.build_timeout_s)
     return CandidateResult(
         status=built.status,
         log="" if built.status is RecordStatus.OK else built.log,
@@ -148,11 +144,9 @@ def measure_candidate(request: CandidateRequest, built: CandidateResult) -> Cand
         status = RecordStatus.RUNTIME_ERROR
         return dataclasses.replace(built, status=status, log=log, machine=machine, measured=True)
 
-    if target.isa is not None and not device.can_run(target.isa):
-        return failed(f"this worker ({device.cpu_isa()}) cannot run {target.isa} code")
-    if target.arch is not None and "gpu_arch" not in machine:
-        gpus = ", ".join(g["gpu_arch"] for g in device.gpus()) or "none"
-        return failed(f"this worker has no GPU that runs {target.arch} code (its GPUs: {gpus})")
+    reason = worker_backend(target).cannot_measure(target)
+    if reason is not None:
+        return failed(reason)
     assert built.artifact is not None
     try:
         signature = _json(request.signature)
@@ -181,15 +175,10 @@ def measure_candidate(request: CandidateRequest, built: CandidateResult) -> Cand
     )
 
 
-_BUILDERS: dict[str, type[Builder]] = {"cpu": CpuBuilder, "cuda": CudaBuilder}
-
-
 def _target(request: CandidateRequest) -> Target:
     target = Target(**request.target)
     if not target.complete:
         raise ValueError(f"target {target} is incomplete: name its isa or arch")
-    if target.kind not in _BUILDERS:
-        raise ValueError(f"this worker builds only for {', '.join(_BUILDERS)}, not {target}")
     return target
 
 
@@ -237,11 +226,13 @@ def _cases() -> CaseCache:
 
 
 def _runner(target: Target, threads: int) -> Runner:
-    """One runner per CPU thread count, one for the GPU (its child outlives candidates)."""
+    """The runners a target kind keeps apart (per CPU thread count; one for the GPU, whose
+    child outlives candidates), made once per process."""
     runners = _process_state()["runners"]
-    key = "cuda" if target.kind == "cuda" else threads
+    backend = worker_backend(target)
+    key = (target.kind, backend.runner_key(threads))
     if key not in runners:
-        runners[key] = CudaRunner() if target.kind == "cuda" else CpuRunner(threads)
+        runners[key] = backend.runner(threads)
     return runners[key]
 
 

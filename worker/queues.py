@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from schemas.target import Target
+from tunehub.schemas.target import Target
 
 PREFIX = "tunehub"
 TUNER_QUEUE = f"{PREFIX}:tuner"
@@ -26,40 +26,40 @@ TUNER_QUEUE = f"{PREFIX}:tuner"
 WORKERS_KEY = f"{PREFIX}:workers"
 
 
-class Stage(StrEnum):
+class Phase(StrEnum):
     """The two halves of a candidate's work, each with its own queue per target."""
 
     BUILD = "build"
     MEASURE = "measure"
 
 
-def queue_name(stage: Stage, target: Target) -> str:
-    """`tunehub:<stage>:<kind>:<isa|arch>`; raises ValueError for an incomplete target (a
+def queue_name(phase: Phase, target: Target) -> str:
+    """`tunehub:<phase>:<kind>:<isa|arch>`; raises ValueError for an incomplete target (a
     queue serves one instruction set or architecture, never "any cpu")."""
     if not target.complete:
         raise ValueError(f"target {target} is incomplete: a queue needs its isa or arch")
-    return f"{PREFIX}:{stage}:{target}"
+    return f"{PREFIX}:{phase}:{target}"
 
 
 def worker_queues(targets: Sequence[Target]) -> list[str]:
     """The queues a worker of `targets` serves, in the order it takes work from them: every
     build before any measurement, so a batch's builds finish in parallel on all workers before
     its measurements start taking turns on each machine's measure lock."""
-    builds = [queue_name(Stage.BUILD, t) for t in targets]
-    return builds + [queue_name(Stage.MEASURE, t) for t in targets]
+    builds = [queue_name(Phase.BUILD, t) for t in targets]
+    return builds + [queue_name(Phase.MEASURE, t) for t in targets]
 
 
-def parse_queue(name: str) -> tuple[Stage, Target] | None:
-    """The stage and target of a build or measure queue name; None for any other name."""
+def parse_queue(name: str) -> tuple[Phase, Target] | None:
+    """The phase and target of a build or measure queue name; None for any other name."""
     prefix, _, rest = name.partition(":")
-    stage, _, target = rest.partition(":")
-    if prefix != PREFIX or stage not in tuple(Stage):
+    phase, _, target = rest.partition(":")
+    if prefix != PREFIX or phase not in tuple(Phase):
         return None
     try:
         parsed = Target.parse(target)
     except ValueError:
         return None
-    return (Stage(stage), parsed) if parsed.complete else None
+    return (Phase(phase), parsed) if parsed.complete else None
 
 
 def worker_key(name: str) -> str:

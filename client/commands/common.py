@@ -1,6 +1,6 @@
 """What every `tunehub` command shares: one-line errors with exit codes, reading signature
-files, `--symbol NAME=VALUE[,VALUE...]` and the tasks it makes, `--weights`, the server options
-and the client they open, number formats."""
+files and task sets, `--symbol NAME=VALUE[,VALUE...]` and the tasks it makes, `--weights`, the
+server options and the client they open, number formats."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from client.sdk import Client
-    from schemas.dispatch import DispatchTable
-    from schemas.signature import TaskSignature
+    from tunehub.client.sdk import Client
+    from tunehub.schemas.dispatch import DispatchTable
+    from tunehub.schemas.signature import TaskSignature
 
 SERVER_ENV, TOKEN_ENV = "TUNEHUB_SERVER", "TUNEHUB_TOKEN"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,7 +52,7 @@ class InternalError(CliError):
 
 def server_options(command: F) -> F:
     """`--server` and `--token`, from TUNEHUB_SERVER and TUNEHUB_TOKEN by default."""
-    from client.sdk import DEFAULT_SERVER
+    from tunehub.client.sdk import DEFAULT_SERVER
 
     command = click.option(
         "--token",
@@ -72,7 +72,7 @@ def server_options(command: F) -> F:
 def connect(server: str, token: str | None) -> Iterator[Client]:
     """A client of `server`; its errors become one-line CLI errors: the server's 4xx answers
     are the user's (exit 2), anything else tunehub's or the network's (exit 1)."""
-    from client.sdk import ApiError, Client, ClientError
+    from tunehub.client.sdk import ApiError, Client, ClientError
 
     try:
         with Client(server, token) as client:
@@ -97,6 +97,38 @@ def read_signature(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise UserError(f"{path}: a task signature is a JSON object")
     return document
+
+
+def read_tasks(
+    paths: Sequence[Path], weights_text: str | None
+) -> list[tuple[str, dict[str, Any], float]]:
+    """The signatures that `tune` and `submit` take, each with where it came from (for
+    messages) and its weight: signature files weighted by `--weights`, or one task set
+    (`tunehub extract`), whose tasks carry their weights."""
+    from pydantic import ValidationError
+
+    from tunehub.schemas.taskset import TaskSet
+
+    documents = [read_signature(path) for path in paths]
+    if not any("tasks" in document for document in documents):
+        weights = parse_weights(weights_text, len(documents))
+        return list(zip(map(str, paths), documents, weights, strict=True))
+    if len(paths) > 1:
+        raise UserError("a task set is tuned on its own: give it as the only file")
+    if weights_text is not None:
+        raise UserError("a task set carries its tasks' weights: leave --weights out")
+    try:
+        taskset = TaskSet.model_validate(documents[0])
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error.get("loc", ())) or "task set"
+        raise UserError(f"{paths[0]}: invalid task set: {where}: {error['msg']}") from exc
+    if not taskset.tasks:
+        raise UserError(f"{paths[0]}: the task set has no tasks (see its left_out)")
+    return [
+        (f"{paths[0]}: task {n} ({task.signature.name})", task.signature.model_dump(), task.weight)
+        for n, task in enumerate(taskset.tasks)
+    ]
 
 
 def parse_symbol_values(args: tuple[str, ...]) -> dict[str, list[int]]:
@@ -195,7 +227,7 @@ def show_dispatch(directory: Path, table: DispatchTable) -> None:
 def dispatch_table(table: DispatchTable) -> Table:
     """A dispatch table for people: each entry's tuned values, the values it serves (for a
     one-symbol workload), its latency at the tuned values and its artifact."""
-    from client.dispatch import served_ranges
+    from tunehub.runtime.dispatch import served_ranges
 
     served = served_ranges(table)
     title = f"dispatch table of workload {table.workload_key[:12]} on {table.target}"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from client.commands.common import (
+from tunehub.client.commands.common import (
     InternalError,
     UserError,
     one_line,
@@ -22,9 +22,9 @@ from client.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from compiler.ir import Program
-    from compiler.space import ProgramSpace
-    from schemas.target import Target
+    from tunehub.compiler.ir import Program
+    from tunehub.compiler.space import ProgramSpace
+    from tunehub.schemas.target import Target
 
 _ARCH_HELP = "CUDA architecture: sm_80, sm_90, ..."
 # Distinct configs drawn per sample asked for, at most, before `check` settles for fewer.
@@ -63,10 +63,10 @@ def compile_command(
     ptx: bool,
 ) -> None:
     """Compile one candidate of a signature with nvcc; print its kernels' resource usage."""
-    from compiler.canonical import workload_key
-    from compiler.lower import lower
-    from schemas.record import RecordStatus
-    from worker.build.cuda import CudaBuilder
+    from tunehub.compiler.canonical import workload_key
+    from tunehub.compiler.lower import lower
+    from tunehub.schemas.record import RecordStatus
+    from tunehub.targets.cuda.build import CudaBuilder
 
     program = _program(signature_file)
     cuda, space = _space(program, arch)
@@ -135,15 +135,14 @@ def check(
 ) -> None:
     """Verify random valid candidates (or the named ones) against the reference; exit 1 if
     any fails."""
-    from worker import device
-    from worker.check import check_configs
+    from tunehub.targets.cuda import device
+    from tunehub.targets.cuda.check import check_configs
 
     program = _program(signature_file)
     cuda, space = _space(program, arch)
     symbols = _symbols(program, parse_symbols(symbol_args))
-    if not emulate and not any(device.can_run_cuda(arch, g["gpu_arch"]) for g in device.gpus()):
-        gpus = ", ".join(g["gpu_arch"] for g in device.gpus()) or "none"
-        raise UserError(f"no GPU here runs {arch} code (GPUs: {gpus}): use --emulate")
+    if not emulate and device.gpu_for(arch) is None:
+        raise UserError(f"no GPU here runs {arch} code (GPUs: {device.gpu_archs()}): use --emulate")
     configs = [_config(space, text) for text in config_texts] or _sample(space, samples, seed)
     where = "emulated" if emulate else "on the GPU"
     values = ", ".join(f"{k}={v}" for k, v in symbols.items()) or "no symbols"
@@ -167,8 +166,8 @@ COMMANDS = [compile_command, check]
 
 
 def _program(path: Path) -> Program:
-    from compiler.errors import SignatureError
-    from compiler.program import load
+    from tunehub.compiler.errors import SignatureError
+    from tunehub.compiler.program import load
 
     try:
         return load(read_signature(path))
@@ -177,11 +176,11 @@ def _program(path: Path) -> Program:
 
 
 def _space(program: Program, arch: str) -> tuple[Target, ProgramSpace]:
-    from compiler.space import space_for
-    from schemas.target import Target
+    from tunehub.compiler.space import space_for
+    from tunehub.schemas.target import Target
 
     try:
-        cuda = Target(kind="cuda", arch=arch)
+        cuda = Target.parse(f"cuda:{arch}")
     except ValueError as exc:
         raise UserError(one_line(str(exc))) from exc
     return cuda, space_for(program, cuda)

@@ -7,21 +7,21 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from client.commands.common import (
+from tunehub.client.commands.common import (
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
     connect,
     parse_symbols,
-    parse_weights,
     read_signature,
+    read_tasks,
     seconds,
     server_options,
     show_dispatch,
@@ -29,12 +29,12 @@ from client.commands.common import (
     symbol_tasks,
     symbols_text,
 )
-from schemas.api import DEFAULT_STRATEGY, GroupTask, TuningGroupView
-from schemas.signature import TaskSignature
+from tunehub.schemas.api import DEFAULT_STRATEGY, GroupTask, TuningGroupView
+from tunehub.schemas.signature import TaskSignature
 
 if TYPE_CHECKING:
-    from client.sdk import Client
-    from schemas.api import RecordView, TuningView
+    from tunehub.client.sdk import Client
+    from tunehub.schemas.api import RecordView, TuningView
 
 _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX]; without ISA/arch: whatever the workers have."
 
@@ -54,7 +54,8 @@ _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX]; without ISA/arch: whatever the worker
     "--weights",
     "weights_text",
     metavar="W1,W2,...",
-    help="With several signatures: how many times each runs in the model (default 1 each).",
+    help="With several signatures: how many times each runs in the model (default 1 each; "
+    "a task set carries its own).",
 )
 @click.option("--strategy", default=DEFAULT_STRATEGY, show_default=True)
 @click.option("--wait", "watch", is_flag=True, help="Follow the tuning (or group) until it ends.")
@@ -74,11 +75,13 @@ def submit(
 ) -> None:
     """Submit a tuning to a server; print its id (or the tuning it joined).
 
-    Several signatures, or several symbol values (--symbol M=1,8,32), are several tasks: they
-    go as one tuning group that shares the trial budget (`tunehub status --group ID`).
+    Several signatures, a task set's tasks (`tunehub extract`), or several symbol values
+    (--symbol M=1,8,32) are several tasks: they go as one tuning group that shares the trial
+    budget (`tunehub status --group ID`).
     """
-    signatures = [_signature(path) for path in signature_files]
-    weights = parse_weights(weights_text, len(signatures))
+    found = read_tasks(signature_files, weights_text)
+    signatures = [_signature(document, where) for where, document, _ in found]
+    weights = [weight for _, _, weight in found]
     tasks = symbol_tasks(signatures, symbol_args)
     if len(tasks) > 1:
         try:
@@ -256,8 +259,8 @@ def _download_dispatch(
     key: str, out_dir: Path, target: str, server: str, token: str | None
 ) -> None:
     """`download --dispatch`: the table of workload `key` and every entry's kernel."""
-    from client.dispatch import save_dispatch
-    from client.sdk import kernel_metadata
+    from tunehub.client.sdk import kernel_metadata
+    from tunehub.runtime.dispatch import save_dispatch
 
     with connect(server, token) as client:
         try:
@@ -420,13 +423,13 @@ def progress_bar(
         yield update
 
 
-def _signature(path: Path) -> TaskSignature:
-    """The task signature in `path`, checked as the server will (its program is the server's
-    to validate); UserError for anything wrong."""
+def _signature(document: dict[str, Any], where: str) -> TaskSignature:
+    """A task signature document, checked as the server will (its program is the server's to
+    validate); UserError (naming `where`) for anything wrong."""
     try:
-        return TaskSignature.model_validate(read_signature(path))
+        return TaskSignature.model_validate(document)
     except ValidationError as exc:
-        raise _invalid(exc, f"{path}: invalid signature") from exc
+        raise _invalid(exc, f"{where}: invalid signature") from exc
 
 
 def _invalid(exc: ValueError, what: str = "invalid request") -> UserError:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from client.commands.common import InternalError, UserError
-from server.commands import api, token
+from tunehub.client.commands.admin import api, token
+from tunehub.client.commands.common import InternalError, UserError
 
 if TYPE_CHECKING:
-    from server.standalone import Stack, StackConfig
+    from tunehub.server.standalone import Stack, StackConfig
 
 # The demo's workload; in the checkout (the examples are not installed with the package).
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "matmul_128.json"
@@ -46,9 +46,9 @@ def standalone(
     """Run the whole service here (Redis, API, tuner, workers) until Ctrl-C."""
     import time
 
-    from server.app import UnsafeBind, check_open_bind
-    from server.settings import get_settings
-    from server.standalone import StackConfig
+    from tunehub.server.app import UnsafeBind, check_open_bind
+    from tunehub.server.settings import get_settings
+    from tunehub.server.standalone import StackConfig
 
     settings = get_settings()
     try:
@@ -99,8 +99,8 @@ def demo(
     path = signature_file or EXAMPLE
     if not path.is_file():
         raise UserError(f"no signature at {path}: pass one (tunehub demo SIG.json)")
-    from client.demo import run_demo
-    from server.standalone import StackConfig
+    from tunehub.client.demo import run_demo
+    from tunehub.server.standalone import StackConfig
 
     with tempfile.TemporaryDirectory(prefix="tunehub-demo-") as home:
         config = StackConfig(
@@ -120,8 +120,8 @@ def demo(
 @click.option("--burst", is_flag=True, help="Quit when the queue is empty.")
 def tuner(redis_url: str | None, name: str | None, burst: bool) -> None:
     """Run queued tunings: the tuner daemon (needs TUNEHUB_DATABASE_URL and Redis)."""
-    from server.tuner.service import run_tuner_daemon
-    from worker.daemon import DEFAULT_REDIS_URL
+    from tunehub.server.tuner.service import run_tuner_daemon
+    from tunehub.worker.daemon import DEFAULT_REDIS_URL
 
     _log_to_stderr()
     run_tuner_daemon(redis_url or DEFAULT_REDIS_URL, name=name, burst=burst)
@@ -141,7 +141,7 @@ def worker(
     burst: bool,
 ) -> None:
     """Build and measure candidates for the tuners (joins with only the Redis URL)."""
-    from worker.daemon import DEFAULT_REDIS_URL, run_worker
+    from tunehub.worker.daemon import DEFAULT_REDIS_URL, run_worker
 
     _log_to_stderr()
     try:
@@ -156,8 +156,8 @@ def migrate(db_url: str | None) -> None:
     """Create or upgrade the database's schema (the API and the tuner also do on start)."""
     from sqlalchemy.exc import OperationalError
 
-    from server.db.session import migrate as upgrade
-    from server.settings import get_settings
+    from tunehub.server.db.session import migrate as upgrade
+    from tunehub.server.settings import get_settings
 
     url = db_url or get_settings().database_url
     shown = _hide_password(url)
@@ -174,7 +174,7 @@ COMMANDS = [standalone, demo, api, tuner, worker, token, migrate]
 @contextmanager
 def _running(config: StackConfig) -> Iterator[Stack]:
     """The started stack; stopped however the block ends (Ctrl-C and SIGTERM included)."""
-    from server.standalone import Stack, StackError, stop_signals_interrupt
+    from tunehub.server.standalone import Stack, StackError, stop_signals_interrupt
 
     stack = Stack(config)
     with stop_signals_interrupt():

@@ -1,10 +1,10 @@
 """Cost models: predict which configs of a workload run faster (see `cost_model.py`)."""
 
-from compiler.cost_model import roofline
-from compiler.cost_model.cost_model import CostModel, informative, normalized_throughput
-from compiler.cost_model.metric import kendall_tau, top_k_recall
-from compiler.cost_model.random_model import RandomModel
-from compiler.cost_model.xgb_model import XGBModel
+from tunehub.compiler.cost_model import roofline
+from tunehub.compiler.cost_model.cost_model import CostModel, informative, normalized_throughput
+from tunehub.compiler.cost_model.metric import kendall_tau, top_k_recall
+from tunehub.compiler.cost_model.random_model import RandomModel
+from tunehub.compiler.cost_model.xgb_model import XGBModel
 
 __all__ = [
     "CostModel",

@@ -16,11 +16,13 @@ the tuning database.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
 Features = Sequence[Sequence[float]] | np.ndarray
+# Feature vectors (one per row) -> scores, higher = predicted faster, without any records.
+Estimate = Callable[[np.ndarray], np.ndarray]
 
 
 class CostModel(ABC):

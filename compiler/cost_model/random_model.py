@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from compiler.cost_model.cost_model import CostModel, Features
+from tunehub.compiler.cost_model.cost_model import CostModel, Features
 
 
 class RandomModel(CostModel):

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.cost_model.cost_model import Features
-from compiler.features import LEVELS, feature_names
+from tunehub.compiler.cost_model.cost_model import Features
+from tunehub.compiler.features import LEVELS, feature_names
 
 FMA_PORTS = 2
 LOAD_PORTS = 2

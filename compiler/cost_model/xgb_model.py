@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from compiler.cost_model.cost_model import (
+from tunehub.compiler.cost_model.cost_model import (
     CostModel,
     Features,
     informative,

@@ -6,7 +6,8 @@ the hooks a dialect overrides — `loop_pragmas` (how loop kinds are annotated),
 (16-bit float conversions), `preamble` (includes and runtime support) and, for GPU dialects,
 `function` (kernels), `bound_loop` (block/thread bindings), `shared_decl`, `barrier` and
 `shuffle`. Each IR node type has one rule
-(`_stmt_<type>` / `_expr_<type>`), and the source is printed in one linear pass; the helper
+(`_stmt_<type>` / `_expr_<type>`; a dialect adds those of its target's own statements, such as
+CUDA's tensor cores), and the source is printed in one linear pass; the helper
 functions it needs (math, conversions, vector load/store/broadcast) are collected on the way
 and emitted before the function, so the output contains only what it uses.
 
@@ -30,15 +31,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from compiler import dtypes
-from compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var
-from compiler.loop import (
+from tunehub.compiler import dtypes
+from tunehub.compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var
+from tunehub.compiler.loop import (
     BLOCK_KINDS,
     HORIZONTAL,
     SHUFFLES,
     THREAD_KINDS,
     Assign,
-    AsyncCopy,
     Barrier,
     Buffer,
     Decl,
@@ -49,7 +49,6 @@ from compiler.loop import (
     Seq,
     Stmt,
     Store,
-    Wmma,
     Workspace,
     as_expr,
     buffers_loaded,
@@ -62,7 +61,7 @@ from compiler.loop import (
     scalar,
     vector,
 )
-from compiler.render.cmath import (
+from tunehub.compiler.render.cmath import (
     BINARY_MATH,
     FLOAT32_MATH,
     FLOAT_MATH,
@@ -133,10 +132,16 @@ class CStyleRenderer:
         """Includes and runtime support, printed before the helpers."""
         return []
 
-    def half_helpers(self, dtype: str) -> dict[str, str]:
-        """C bodies of `load` (bits -> float), `store` (float -> bits) and `round` (float ->
-        float) for a 16-bit float dtype; argument `x`."""
+    def half_helpers(self, dtype: str, vectorized: bool) -> dict[str, str]:
+        """C bodies of `load` (bits -> float) and `store` (float -> bits) for a 16-bit float
+        dtype, argument `x`: forms a vectorizing compiler handles where `vectorized`."""
         raise NotImplementedError
+
+    def half_vector(self, kind: str, dtype: str, n: int) -> str | None:
+        """A faster C body for `vload` (`p` -> n floats), `vstore` (`v` -> `p`) or `round`
+        (`x` -> n floats) of n lanes of a 16-bit float dtype, or None for the lane loop. It
+        must give the lane loop's bits exactly."""
+        return None
 
     def loop_pragmas(self, loop: For, collapse: int, reduction: list[tuple[str, str]]) -> list[str]:
         """Lines printed before a loop (a parallel one heads `collapse` nested loops)."""
@@ -169,6 +174,7 @@ class CStyleRenderer:
 
     def render(self, fn: Function) -> str:
         self.fn = fn
+        self._simd = 0  # loops around the statement being printed that are vectorized
         self.helpers: dict[str, str] = {}
         self.locals: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.symbols = set(fn.symbols)
@@ -286,18 +292,25 @@ class CStyleRenderer:
     def _helper(self, name: str, result: str, params: str, body: str) -> str:
         return self.need(name, f"{self.helper_prefix}{result} {name}({params}) {{\n{body}\n}}")
 
-    def half(self, kind: str, dtype: str) -> str:
-        """The `load`, `store` or `round` conversion helper of a 16-bit float dtype."""
-        code, storage = CODES[dtype], self.storage_types[dtype]
-        body = self.half_helpers(dtype)[kind]
+    def half(self, kind: str, dtype: str, vectorized: bool | None = None) -> str:
+        """The `load`, `store` or `round` conversion helper of a 16-bit float dtype: the
+        dialect's vectorizable form where the C compiler vectorizes the code around it (a
+        loop it is asked to vectorize, unless `vectorized` says otherwise)."""
+        vectorized = self._simd > 0 if vectorized is None else vectorized
+        code, storage = CODES[dtype] + ("v" if vectorized else ""), self.storage_types[dtype]
+        if kind == "round":
+            load, store = (
+                self.half("load", dtype, vectorized),
+                self.half("store", dtype, vectorized),
+            )
+            body = f"  return {load}({store}(x));"
+        else:
+            body = self.half_helpers(dtype, vectorized)[kind]
         result, param = {
             "load": ("float", f"{storage} x"),
             "store": (storage, "float x"),
             "round": ("float", "float x"),
         }[kind]
-        if kind == "round":
-            self.half("load", dtype)
-            self.half("store", dtype)
         return self._helper(f"{kind}_{code}", result, param, body)
 
     def _lane_helper(self, kind: str, dtype: str) -> str:
@@ -312,12 +325,14 @@ class CStyleRenderer:
             body = f"  return ({vt}){{{', '.join(['x'] * n)}}};"
             return self._helper(name, vt, f"{self.types[compute(element)]} x", body)
         if dtypes.is_half(element):
-            load, store = self.half("load", element), self.half("store", element)
+            load, store = self.half("load", element, True), self.half("store", element, True)
             loop = f"  for (int l = 0; l < {n}; l++) "
+            fast = self.half_vector(kind, element, n)
             if kind == "vload":
-                body = f"  {vt} r;\n{loop}r[l] = {load}(p[l]);\n  return r;"
+                body = fast or f"  {vt} r;\n{loop}r[l] = {load}(p[l]);\n  return r;"
                 return self._helper(name, vt, f"const {st}* p", body)
-            return self._helper(name, "void", f"{st}* p, {vt} v", f"{loop}p[l] = {store}(v[l]);")
+            body = fast or f"{loop}p[l] = {store}(v[l]);"
+            return self._helper(name, "void", f"{st}* p, {vt} v", body)
         if kind == "vload":
             body = f"  {vt} r;\n  __builtin_memcpy(&r, p, sizeof r);\n  return r;"
             return self._helper(name, vt, f"const {st}* p", body)
@@ -338,7 +353,10 @@ class CStyleRenderer:
     # ---------------------------------------------------------------- statements
 
     def stmt(self, stmt: Stmt, depth: int) -> list[str]:
-        rule: Callable[[Stmt, int], list[str]] = getattr(self, f"_stmt_{type(stmt).__name__}")
+        kind = type(stmt).__name__
+        rule: Callable[[Stmt, int], list[str]] | None = getattr(self, f"_stmt_{kind}", None)
+        if rule is None:
+            raise ValueError(f"{self.language} has no {kind} statements")
         return rule(stmt, depth)
 
     def _stmt_Seq(self, stmt: Seq, depth: int) -> list[str]:
@@ -366,7 +384,10 @@ class CStyleRenderer:
             used = buffers_used(chain[-1].body)
             private = [ws for ws in self.fn.workspaces if ws.per_thread and ws.name in used]
             lines += self._thread_pointers(private, self.thread_index(), body_depth)
+        simd = loop.kind == "vectorize" or (loop.kind == "parallel" and loop.factor > 0)
+        self._simd += simd
         lines += self.stmt(chain[-1].body, body_depth)
+        self._simd -= simd
         lines += [f"{self.indent * (depth + level)}}}" for level in reversed(range(len(chain)))]
         return lines
 
@@ -403,12 +424,6 @@ class CStyleRenderer:
         if line is None:
             raise ValueError(f"{self.language} has no barriers")
         return [f"{self.indent * depth}{line}"]
-
-    def _stmt_Wmma(self, stmt: Wmma, depth: int) -> list[str]:
-        raise ValueError(f"{self.language} has no tensor cores")
-
-    def _stmt_AsyncCopy(self, stmt: AsyncCopy, depth: int) -> list[str]:
-        raise ValueError(f"{self.language} has no asynchronous copies")
 
     def _stmt_Prefetch(self, stmt: Prefetch, depth: int) -> list[str]:
         element = self._element(stmt.buffer, stmt.indices)
@@ -534,7 +549,12 @@ class CStyleRenderer:
         if dtypes.is_half(dst) and not _exact(expr.x, dst):
             value = self.value(expr.x, expr.dtype)
             rounding = self.half("round", dst)
-            if lanes(expr.dtype) > 1:
+            n = lanes(expr.dtype)
+            fast = self.half_vector("round", dst, n) if n > 1 else None
+            if fast is not None:
+                vt = self.ctype(expr.dtype)
+                rounding = self._helper(f"round{CODES[dst]}_{vt}", vt, f"{vt} x", fast)
+            elif n > 1:
                 rounding = self._lanewise(f"round{CODES[dst]}", rounding, expr.dtype, False)
             return f"{rounding}({value})"
         return self.value(expr.x, expr.dtype)
@@ -599,6 +619,9 @@ class CStyleRenderer:
             return self.lane_of(self.expr(args[0]), lane, args[0].dtype)
         if fn in SHUFFLES:
             return self.shuffle(fn, self.expr(args[0]), self.expr(args[1]), expr.dtype)
+        if fn == "vector":
+            items = ", ".join(self.value(a, scalar(expr.dtype)) for a in args)
+            return f"(({self.ctype(expr.dtype)}){{{items}}})"
         values = [self.value(a, expr.dtype) for a in args]
         if fn == "fma":
             return f"({values[0]} * {values[1]} + {values[2]})"

@@ -1,32 +1,7 @@
-"""Stage schedules: one per stage class, each a set of knobs and a lowering to loop IR.
+"""Stage schedules: one per stage class and target kind, each a set of knobs and a lowering to
+loop IR (the interface is `stage.Schedule`; `backend.schedule_for` finds a stage's).
 
-`schedule_for(stage, target)` picks the schedule of a stage's class for the target's kind
-(CPU here, CUDA in `gpu/`); classes without one use the fallback. CPU contractions get the
-packed GEMM template (`contraction.py`), which itself falls back to the reduction schedule
-for products it cannot regroup exactly.
+Each kind's table lives in its folder (`targets/<kind>/schedule/`). What every target shares
+stays here: the interface and loop-building pieces (`stage`), the contraction plan (`plan`)
+and vectorization of index expressions (`vectorize`).
 """
-
-from compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, Stage
-from compiler.schedule.contraction import Contraction
-from compiler.schedule.fallback import Fallback
-from compiler.schedule.gpu import GPU_FALLBACK, GPU_SCHEDULES
-from compiler.schedule.injective import Injective
-from compiler.schedule.reduction import Reduction
-from compiler.schedule.stage import Context, Schedule
-from schemas.target import Target
-
-FALLBACK = Fallback()
-SCHEDULES: dict[str, Schedule] = {
-    INJECTIVE: Injective(),
-    REDUCTION: Reduction(),
-    CONTRACTION: Contraction(),
-}
-
-
-def schedule_for(stage: Stage, target: Target) -> Schedule:
-    if target.kind == "cuda":
-        return GPU_SCHEDULES.get(stage.kind, GPU_FALLBACK)
-    return SCHEDULES.get(stage.kind, FALLBACK)
-
-
-__all__ = ["FALLBACK", "SCHEDULES", "Context", "Schedule", "schedule_for"]

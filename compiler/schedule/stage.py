@@ -29,13 +29,14 @@ and locals from `ctx.fresh`. Values follow `compiler.dtypes`: accumulate in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from compiler import dtypes
-from compiler.analysis import Analysis, Stage
-from compiler.ir import Binary, Call, Cast, Const, Expr, Extent, Var
-from compiler.loop import (
+from tunehub.compiler import dtypes
+from tunehub.compiler.analysis import Analysis, Stage
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Extent, Var
+from tunehub.compiler.loop import (
     Assign,
     Decl,
     For,
@@ -56,18 +57,8 @@ from compiler.loop import (
     sub,
     var,
 )
-from compiler.space.space import Config, Knob
-from schemas.target import Target
-
-# Vector register bytes per CPU ISA (None: "whatever the workers have", assumed AVX-512).
-VECTOR_BYTES = {
-    "x86_64-avx512": 64,
-    "x86_64-avx2": 32,
-    "x86_64": 16,
-    "aarch64-neon": 16,
-    "generic": 16,
-    None: 64,
-}
+from tunehub.compiler.space.space import Config, Knob
+from tunehub.schemas.target import Target
 
 
 @dataclass
@@ -93,9 +84,18 @@ class Context:
 
 
 class Schedule(ABC):
-    """The knobs of one stage class and how a config of them lowers (see module doc)."""
+    """The knobs of one stage class and how a config of them lowers (see module doc).
+
+    `summary` says in one line what kernel the schedule writes, and `knob_docs` what each
+    of its knobs means (`tunehub explain` prints both, and docs/knobs.md lists them)."""
 
     kind: str
+    summary: ClassVar[str] = ""
+    knob_docs: ClassVar[Mapping[str, str]] = {}
+
+    def why(self, stage: Stage, target: Target) -> str:
+        """One line: why this stage gets this schedule's space."""
+        return self.summary
 
     @abstractmethod
     def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]: ...
@@ -178,13 +178,6 @@ class Split:
 
 def split(ctx: Context, axis: str, extent: Expr, tile: int) -> Split:
     return Split(ctx.fresh(f"{axis}o"), ctx.fresh(f"{axis}i"), extent, tile)
-
-
-def vector_widths(target: Target, dtype: str) -> tuple[int, ...]:
-    """Vector lengths (in elements of `dtype`'s compute type) up to the target's registers."""
-    size = dtypes.itemsize(dtypes.compute_dtype(dtype))
-    top = VECTOR_BYTES.get(target.isa, 16)
-    return tuple(b // size for b in (16, 32, 64) if b <= top and b // size > 1)
 
 
 def hoisted(stage: Stage, ctx: Context, loop: Stmt) -> Stmt:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from compiler.search.evolutionary import EvolutionarySearch
-from compiler.search.model_guided import Guide, ModelGuidedSearch, TrainingSet
-from compiler.search.random_search import RandomSearch
-from compiler.search.strategy import Result, SearchStrategy
-from compiler.space.space import Space
+from tunehub.compiler.search.evolutionary import EvolutionarySearch
+from tunehub.compiler.search.model_guided import Guide, ModelGuidedSearch, TrainingSet
+from tunehub.compiler.search.random_search import RandomSearch
+from tunehub.compiler.search.strategy import Result, SearchStrategy
+from tunehub.compiler.space.space import Space
 
 STRATEGIES: dict[str, type[SearchStrategy]] = {
     "model": ModelGuidedSearch,

@@ -10,8 +10,8 @@ anything has been measured successfully there is nothing to breed and the batch 
 
 from __future__ import annotations
 
-from compiler.search.strategy import SearchStrategy
-from compiler.space.space import Config
+from tunehub.compiler.search.strategy import SearchStrategy
+from tunehub.compiler.space.space import Config
 
 _MAX_MUTATIONS = 4
 _CROSSOVER_TRIES = 4

@@ -29,15 +29,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.cost_model import CostModel, XGBModel, roofline
-from compiler.errors import InvalidConfig
-from compiler.search.evolutionary import EvolutionarySearch
-from compiler.search.strategy import Result
-from compiler.space.space import Config, Space
+from tunehub.compiler.cost_model import CostModel, XGBModel, roofline
+from tunehub.compiler.cost_model.cost_model import Estimate
+from tunehub.compiler.errors import InvalidConfig
+from tunehub.compiler.search.evolutionary import EvolutionarySearch
+from tunehub.compiler.search.strategy import Result
+from tunehub.compiler.space.space import Config, Space
 
 Featurize = Callable[[Config], Sequence[float]]
-# Feature vectors (one per row) -> scores, higher = predicted faster, without any records.
-Estimate = Callable[[np.ndarray], np.ndarray]
 
 # The group of this workload's own records; other workloads' groups come with the prior.
 _OWN = "\0own"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compiler.search.strategy import SearchStrategy
-from compiler.space.space import Config
+from tunehub.compiler.search.strategy import SearchStrategy
+from tunehub.compiler.space.space import Config
 
 
 class RandomSearch(SearchStrategy):

@@ -17,7 +17,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 
-from compiler.space.space import Config, Space
+from tunehub.compiler.space.space import Config, Space
 
 # (config, latency in seconds), latency None when the candidate failed (any kind of failure).
 Result = tuple[Config, float | None]

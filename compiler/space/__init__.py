@@ -1,9 +1,9 @@
 """Schedule spaces: the knobs of a program on a target, their constraints and sampling."""
 
-from compiler.ir import Program
-from compiler.space.program import ProgramSpace
-from compiler.space.space import Config, Knob, Space
-from schemas.target import Target
+from tunehub.compiler.ir import Program
+from tunehub.compiler.space.program import ProgramSpace
+from tunehub.compiler.space.space import Config, Knob, Space
+from tunehub.schemas.target import Target
 
 
 def space_for(program: Program, target: Target) -> ProgramSpace:

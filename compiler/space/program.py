@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import random
 
-from compiler import schedule as schedules  # a module import: schedules import this package
-from compiler.analysis import Analysis, Stage, analyze
-from compiler.ir import Program
-from compiler.space.space import Config, Knob, Space
-from schemas.target import Target
+from tunehub.compiler.analysis import Analysis, Stage, analyze
+from tunehub.compiler.backend import schedule_for
+from tunehub.compiler.ir import Program
+from tunehub.compiler.space.space import Config, Knob, Space
+from tunehub.schemas.target import Target
 
 _MAX_DRAWS = 1000
+FUSE_DOC = "compute the row group's stages row by row in one loop (GPU: one block per row)"
 
 
 def stage_prefix(stage: Stage) -> str:
@@ -39,7 +40,7 @@ class ProgramSpace(Space):
         self.analysis: Analysis = analyze(program)
         self.knobs: dict[str, tuple[Knob, ...]] = {}
         for stage in self.analysis.stages:
-            knobs = schedules.schedule_for(stage, target).knobs(stage, target)
+            knobs = schedule_for(stage, target).knobs(stage, target)
             self.knobs.update({stage_prefix(stage) + k: v for k, v in knobs.items()})
         for n in range(len(self.analysis.groups)):
             self.knobs[group_knob(n)] = (False, True)
@@ -52,7 +53,7 @@ class ProgramSpace(Space):
     def _merged(self, fuse: bool, pick: str) -> Config:
         config: Config = {}
         for stage in self.analysis.stages:
-            part = getattr(schedules.schedule_for(stage, self.target), pick)(stage, self.target)
+            part = getattr(schedule_for(stage, self.target), pick)(stage, self.target)
             config.update({stage_prefix(stage) + k: v for k, v in part.items()})
         config.update({group_knob(n): fuse for n in range(len(self.analysis.groups))})
         return config
@@ -67,7 +68,7 @@ class ProgramSpace(Space):
         """Seed `n` sets every stage to its schedule's seed `n` (the default where a stage
         has fewer): the valid and distinct ones."""
         per_stage = {
-            stage.index: schedules.schedule_for(stage, self.target).seeds(stage, self.target)
+            stage.index: schedule_for(stage, self.target).seeds(stage, self.target)
             for stage in self.analysis.stages
         }
         default = self.default()
@@ -97,7 +98,7 @@ class ProgramSpace(Space):
     def _sample_stage(self, stage: Stage, rng: random.Random) -> Config:
         prefix = stage_prefix(stage)
         names = [k for k in self.knobs if k.startswith(prefix)]
-        schedule = schedules.schedule_for(stage, self.target)
+        schedule = schedule_for(stage, self.target)
         for _ in range(_MAX_DRAWS):
             drawn = self.stage_config(stage, {k: rng.choice(self.knobs[k]) for k in names})
             own = schedule.canonical(stage, self.target, drawn)
@@ -110,7 +111,7 @@ class ProgramSpace(Space):
         """Each stage's knobs in its schedule's canonical form (`Schedule.canonical`)."""
         result = dict(config)
         for stage in self.analysis.stages:
-            schedule = schedules.schedule_for(stage, self.target)
+            schedule = schedule_for(stage, self.target)
             own = schedule.canonical(stage, self.target, self.stage_config(stage, config))
             result.update({stage_prefix(stage) + k: v for k, v in own.items()})
         return result
@@ -121,7 +122,7 @@ class ProgramSpace(Space):
             return reason
         for stage in self.analysis.stages:
             own = self.stage_config(stage, config)
-            reason = schedules.schedule_for(stage, self.target).check(stage, self.target, own)
+            reason = schedule_for(stage, self.target).check(stage, self.target, own)
             if reason is not None:
                 return f"stage {stage.index} ({stage.anchor.name}): {reason}"
         return None

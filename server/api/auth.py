@@ -3,7 +3,8 @@
 `auth = "token"`: every `/v1` route needs `Authorization: Bearer <secret>` naming a live token
 whose scope includes the route's (`schemas.api.Scope`: read < submit < admin); 401 without
 one, 403 when its scope is too small. Verdicts are cached for TOKEN_CACHE_TTL_S, so a token is
-one indexed query per that period, not per request; a revoked token stops working within it.
+one indexed query per that period, not per request (`verifier`); a revoked token stops
+working within it.
 
 `auth = "open"` (the embedded default): no tokens, and only loopback clients are answered
 (403 otherwise). `serve` refuses to start an open server on another address; this check is
@@ -15,51 +16,18 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Annotated
 
-from anyio import to_thread
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session, sessionmaker
 
-from schemas.api import Scope
-from server.api.deps import ServicesDep
-from server.cache import TTLCache
-from server.db import tokens
-from server.db.session import session_scope
+from tunehub.schemas.api import Scope
+from tunehub.server.api.deps import ServicesDep
 
-TOKEN_CACHE_TTL_S = 5.0
 # Longer "secrets" are not ours; refused before they are hashed or cached.
 MAX_SECRET_CHARS = 256
 
 _bearer = HTTPBearer(auto_error=False, description="An API token: `tunehub token create`.")
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    scope: Scope | None  # None: no such live token
-
-
-class TokenVerifier:
-    """Maps a secret to its token's scope, through a short-lived cache."""
-
-    def __init__(self, sessions: sessionmaker[Session], ttl_s: float = TOKEN_CACHE_TTL_S) -> None:
-        self.sessions = sessions
-        self._cache: TTLCache[_Verdict] = TTLCache(ttl_s)
-
-    async def scope_of(self, secret: str) -> Scope | None:
-        key = tokens.hash_secret(secret)
-        verdict = self._cache.get(key)
-        if verdict is None:
-            verdict = await to_thread.run_sync(self._verify, secret)
-            self._cache.put(key, verdict)
-        return verdict.scope
-
-    def _verify(self, secret: str) -> _Verdict:
-        with session_scope(self.sessions) as s:
-            token = tokens.find_token(s, secret=secret)
-            return _Verdict(None if token is None else Scope(token.scope))
 
 
 def is_loopback(host: str) -> bool:

@@ -8,25 +8,23 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
 from redis import Redis
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from schemas.api import DEFAULT_PAGE_SIZE, MAX_ID, MAX_PAGE_SIZE, SHA256_PATTERN
-from schemas.target import Target
-from server.api.metrics import Metrics
-from server.best import BestLookup
-from server.db import store
-from server.db.models import Artifact, Tuning, TuningGroup, Workload
-from server.db.session import session_scope
-from server.errors import InvalidRequest, NotFound
-from server.settings import Settings
-
-if TYPE_CHECKING:  # auth depends on this module
-    from server.api.auth import TokenVerifier
+from tunehub.schemas.api import DEFAULT_PAGE_SIZE, MAX_ID, MAX_PAGE_SIZE, SHA256_PATTERN
+from tunehub.schemas.target import Target
+from tunehub.server.api.metrics import Metrics
+from tunehub.server.api.verifier import TokenVerifier
+from tunehub.server.best import BestLookup
+from tunehub.server.db import store
+from tunehub.server.db.models import Artifact, Tuning, TuningGroup, Workload
+from tunehub.server.db.session import session_scope
+from tunehub.server.errors import InvalidRequest, NotFound
+from tunehub.server.settings import Settings
 
 
 @dataclass(frozen=True)

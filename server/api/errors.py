@@ -16,8 +16,8 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
-from compiler.errors import SignatureError
-from server.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
+from tunehub.compiler.errors import SignatureError
+from tunehub.server.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
 
 # A detail quotes user input at times (an unknown target, say): keep it readable.
 MAX_DETAIL_CHARS = 500

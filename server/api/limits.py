@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.api.errors import error_response
+from tunehub.server.api.errors import error_response
 
 
 class BodyLimitMiddleware:

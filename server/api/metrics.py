@@ -21,9 +21,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from schemas.record import RecordStatus, TuningStatus
-from server.db import store
-from server.db.session import session_scope
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
 
 log = logging.getLogger(__name__)
 

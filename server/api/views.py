@@ -7,11 +7,11 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from schemas.api import MAX_ID, Page, RecordView, Submission, TuningGroupView, TuningView
-from server.db import store
-from server.db.models import Record, Tuning, TuningGroup
-from server.groups import group_state
-from server.submit import Submitted
+from tunehub.schemas.api import MAX_ID, Page, RecordView, Submission, TuningGroupView, TuningView
+from tunehub.server.db import store
+from tunehub.server.db.models import Record, Tuning, TuningGroup
+from tunehub.server.groups import group_state
+from tunehub.server.submit import Submitted
 
 ItemT = TypeVar("ItemT")
 

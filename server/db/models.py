@@ -31,8 +31,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from schemas.api import Scope
-from schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.api import Scope
+from tunehub.schemas.record import RecordStatus, TuningStatus
 
 # Named constraints, so later migrations (SQLite batch mode included) can refer to them by name.
 NAMING_CONVENTION = {
@@ -197,8 +197,9 @@ class Artifact(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class CostModel(Base):
-    """A trained cost model for one target and feature version; the newest one wins."""
+class StoredCostModel(Base):
+    """A trained cost model as the database keeps it (the bytes its `save` wrote), for one
+    target and feature version; the newest one wins."""
 
     __tablename__ = "cost_models"
 

@@ -12,7 +12,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-import migrations
+from tunehub import migrations
 
 # How long a SQLite writer waits for another one to commit before giving up ("database is
 # locked"). The tuner, the API and local workers all write to one file in the embedded mode.

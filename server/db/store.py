@@ -10,22 +10,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, CursorResult, Select, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
-from compiler.space.space import Space
-from schemas.api import RecordView
-from schemas.dispatch import DispatchEntry, DispatchTable
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db.models import (
+from tunehub.compiler.space.space import Space
+from tunehub.schemas.api import RecordView
+from tunehub.schemas.dispatch import DispatchEntry, DispatchTable
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db.models import (
     Artifact,
-    CostModel,
     Record,
+    StoredCostModel,
     Tuning,
     TuningGroup,
     Workload,
@@ -348,49 +349,53 @@ def get_artifact(s: Session, sha256: str) -> Artifact | None:
 # Records
 
 
-def add_record(
-    s: Session,
-    *,
-    workload_key: str,
-    target: str | Target,
-    symbols: Mapping[str, Any],
-    tuning_id: int | None,
-    config: Mapping[str, Any],
-    features: Sequence[float],
-    feature_version: int,
-    status: RecordStatus,
-    latency_s: float | None,
-    latencies_s: Sequence[float],
-    build_time_s: float | None,
-    max_error: float | None,
-    error_log: str | None,
-    machine: Mapping[str, Any],
-    artifact_sha256: str | None,
-) -> Record:
-    """Append one measurement (or failure). `target` must be complete: a record says where it
-    ran. Only `ok` records need a latency; any record may carry one."""
-    target_text = str(target)
+@dataclass(frozen=True, kw_only=True)
+class NewRecord:
+    """One measurement (or failure) to append: a `Record` row's fields but for what the store
+    derives (its id, the lookup keys of its symbols and config, its creation time)."""
+
+    workload_key: str
+    target: str | Target  # complete: a record says where it ran
+    symbols: Mapping[str, Any]
+    tuning_id: int | None
+    config: Mapping[str, Any]
+    features: Sequence[float]
+    feature_version: int
+    status: RecordStatus
+    latency_s: float | None  # needed by an `ok` record; any record may carry one
+    latencies_s: Sequence[float]
+    build_time_s: float | None
+    max_error: float | None
+    error_log: str | None
+    machine: Mapping[str, Any]
+    artifact_sha256: str | None
+
+
+def add_record(s: Session, new: NewRecord) -> Record:
+    """Append `new`; ValueError for a record that cannot say where it ran (an incomplete
+    target) or an `ok` one without its latency."""
+    target_text = str(new.target)
     if ":" not in target_text:
         raise ValueError(f"a record needs a complete target, not {target_text!r}")
-    if status == RecordStatus.OK and latency_s is None:
+    if new.status == RecordStatus.OK and new.latency_s is None:
         raise ValueError("an ok record needs its latency")
     record = Record(
-        workload_key=workload_key,
+        workload_key=new.workload_key,
         target=target_text,
-        symbols_key=canonical_json(dict(symbols)),
-        tuning_id=tuning_id,
-        config=dict(config),
-        config_key=Space.key(dict(config)),
-        features=[float(f) for f in features],
-        feature_version=feature_version,
-        status=status,
-        latency_s=latency_s,
-        latencies_s=[float(t) for t in latencies_s],
-        build_time_s=build_time_s,
-        max_error=max_error,
-        error_log=error_log,
-        machine=dict(machine),
-        artifact_sha256=artifact_sha256,
+        symbols_key=canonical_json(dict(new.symbols)),
+        tuning_id=new.tuning_id,
+        config=dict(new.config),
+        config_key=Space.key(dict(new.config)),
+        features=[float(f) for f in new.features],
+        feature_version=new.feature_version,
+        status=new.status,
+        latency_s=new.latency_s,
+        latencies_s=[float(t) for t in new.latencies_s],
+        build_time_s=new.build_time_s,
+        max_error=new.max_error,
+        error_log=new.error_log,
+        machine=dict(new.machine),
+        artifact_sha256=new.artifact_sha256,
         created_at=utcnow(),
     )
     s.add(record)
@@ -566,9 +571,9 @@ def measured_config_keys(
 
 def add_cost_model(
     s: Session, *, target: str | Target, feature_version: int, n_train: int, blob: bytes
-) -> CostModel:
+) -> StoredCostModel:
     """Append a trained model; older ones stay (a model is never overwritten)."""
-    model = CostModel(
+    model = StoredCostModel(
         target=str(target),
         feature_version=feature_version,
         n_train=n_train,
@@ -582,12 +587,15 @@ def add_cost_model(
 
 def latest_cost_model(
     s: Session, *, target: str | Target, feature_version: int
-) -> CostModel | None:
+) -> StoredCostModel | None:
     """The newest model trained for exactly this target and feature version."""
     query = (
-        select(CostModel)
-        .where(CostModel.target == str(target), CostModel.feature_version == feature_version)
-        .order_by(CostModel.id.desc())
+        select(StoredCostModel)
+        .where(
+            StoredCostModel.target == str(target),
+            StoredCostModel.feature_version == feature_version,
+        )
+        .order_by(StoredCostModel.id.desc())
         .limit(1)
     )
     return s.scalars(query).first()

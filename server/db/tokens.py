@@ -14,8 +14,8 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from schemas.api import Scope
-from server.db.models import ApiToken, utcnow
+from tunehub.schemas.api import Scope
+from tunehub.server.db.models import ApiToken, utcnow
 
 SECRET_PREFIX = "thk_"
 

@@ -1,16 +1,10 @@
 """The tuner (the search loop of one tuning) and the executors that run its candidates."""
 
-from server.tuner.executor import Executor, LocalExecutor
-from server.tuner.scheduler import TaskScheduler
-from server.tuner.tuner import (
-    Best,
-    Progress,
-    Tuner,
-    TuningSummary,
-    resolve_symbols,
-    submit,
-    summarize,
-)
+from tunehub.server.tuner.executor import Executor, LocalExecutor
+from tunehub.server.tuner.registration import register_tuning, resolve_symbols
+from tunehub.server.tuner.reporting import Best, Progress, TuningSummary, summarize
+from tunehub.server.tuner.scheduler import TaskScheduler
+from tunehub.server.tuner.tuner import Tuner
 
 __all__ = [
     "Best",
@@ -20,7 +14,7 @@ __all__ = [
     "TaskScheduler",
     "Tuner",
     "TuningSummary",
+    "register_tuning",
     "resolve_symbols",
-    "submit",
     "summarize",
 ]

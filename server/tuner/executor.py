@@ -17,11 +17,16 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Self
 
-from schemas.record import RecordStatus
-from schemas.target import Target
-from worker import device
-from worker.build.cuda import nvcc_version
-from worker.jobs import CandidateRequest, CandidateResult, build_candidate, measure_candidate
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.worker import device
+from tunehub.worker.backend import worker_backend
+from tunehub.worker.jobs import (
+    CandidateRequest,
+    CandidateResult,
+    build_candidate,
+    measure_candidate,
+)
 
 
 class Executor(ABC):
@@ -75,12 +80,7 @@ class LocalExecutor(Executor):
         return self.workers
 
     def resolve(self, target: Target) -> Target:
-        if target.kind == "cuda":
-            return _local_gpu(target)
-        isa = target.isa or device.cpu_isa()
-        if not device.can_run(isa):
-            raise ValueError(f"this machine ({device.cpu_isa()}) cannot run {isa} code")
-        return Target(kind="cpu", isa=isa)
+        return worker_backend(target).resolve(target)
 
     def run(self, requests: Sequence[CandidateRequest]) -> list[CandidateResult]:
         futures = [self._get_pool().submit(build_candidate, r) for r in requests]
@@ -110,23 +110,6 @@ class LocalExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-
-
-def _local_gpu(target: Target) -> Target:
-    """`cuda` -> `cuda:<arch of the first GPU here>`; a named arch must run on one of them."""
-    gpus = device.gpus()
-    if not gpus:
-        raise ValueError(
-            f"this machine has no CUDA GPU (none visible to cuda-python): {target} needs one "
-            "to measure on; tune it on a GPU machine or through workers that have one"
-        )
-    archs = ", ".join(g["gpu_arch"] for g in gpus)
-    arch = target.arch or gpus[0]["gpu_arch"]
-    if not any(device.can_run_cuda(arch, g["gpu_arch"]) for g in gpus):
-        raise ValueError(f"no GPU of this machine runs {arch} code (its GPUs: {archs})")
-    if nvcc_version() is None:
-        raise ValueError(f"this machine has GPUs ({archs}) but no nvcc to build for them")
-    return Target(kind="cuda", arch=arch)
 
 
 def _ignore_interrupts() -> None:

@@ -12,7 +12,7 @@ Two kinds of failure, never confused:
 - the infrastructure's: the job raised in the worker (an RQ timeout, a bug, a version skew),
   its worker died holding it (its registration expired: see `worker.daemon`), it vanished
   from Redis, or it overran its timeout. The job is sent again, up to `max_attempts` times in
-  all for each stage; a candidate that fails that often (one that kills every worker it
+  all for each phase; a candidate that fails that often (one that kills every worker it
   meets, say) is recorded as a compile error (build) or runtime error (measure) whose log
   lists every attempt, so that one candidate cannot stop a tuning.
 A queue that no living worker serves for `worker_wait_s` stops the batch with RuntimeError:
@@ -35,12 +35,12 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from schemas.record import RecordStatus
-from schemas.target import Target
-from server.tuner.executor import Executor
-from worker.daemon import WorkerInfo, list_workers, measure
-from worker.jobs import CandidateRequest, CandidateResult, build_candidate
-from worker.queues import Stage, parse_queue, queue_name
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.server.tuner.executor import Executor
+from tunehub.worker.daemon import WorkerInfo, list_workers, measure
+from tunehub.worker.jobs import CandidateRequest, CandidateResult, build_candidate
+from tunehub.worker.queues import Phase, parse_queue, queue_name
 
 # Job timeouts are the candidate's own limits plus room for what comes around them: lowering
 # and features for a build; the reference outputs, the measuring child's start-up and the wait
@@ -69,10 +69,10 @@ class _Flight:
 
     request: CandidateRequest
     target: Target
-    stage: Stage = Stage.BUILD
+    phase: Phase = Phase.BUILD
     job_id: str = ""
     built: CandidateResult | None = None
-    failures: list[str] = field(default_factory=list)  # of the current stage
+    failures: list[str] = field(default_factory=list)  # of the current phase
     result: CandidateResult | None = None
     stranded_since: float | None = None
 
@@ -102,7 +102,7 @@ class RQExecutor(Executor):
     def parallelism(self) -> int:
         """The living workers that build: each builds one candidate at a time."""
         workers = list_workers(self.redis)
-        return max(1, sum(any(_stage(q) is Stage.BUILD for q in w.queues) for w in workers))
+        return max(1, sum(any(_phase(q) is Phase.BUILD for q in w.queues) for w in workers))
 
     def resolve(self, target: Target) -> Target:
         """`target` if living workers serve both its queues; for `cpu`/`cuda`, the ISA or arch
@@ -125,7 +125,7 @@ class RQExecutor(Executor):
 
     def measure_threads(self, target: Target) -> int:
         """The smallest thread count the living workers of `target` offer for measurements."""
-        name = queue_name(Stage.MEASURE, target)
+        name = queue_name(Phase.MEASURE, target)
         offers = [w.threads for w in list_workers(self.redis) if name in w.queues]
         if not offers:
             raise ValueError(f"no living worker measures {target}")
@@ -134,7 +134,7 @@ class RQExecutor(Executor):
     def run(self, requests: Sequence[CandidateRequest]) -> list[CandidateResult]:
         flights = [_Flight(r, Target(**r.target)) for r in requests]
         for flight in flights:
-            self._send(flight, Stage.BUILD)
+            self._send(flight, Phase.BUILD)
         try:
             while pending := [f for f in flights if f.result is None]:
                 self._poll(pending)
@@ -144,10 +144,10 @@ class RQExecutor(Executor):
             self._withdraw([f for f in flights if f.result is None])
         return [f.result for f in flights if f.result is not None]
 
-    def _send(self, flight: _Flight, stage: Stage) -> None:
+    def _send(self, flight: _Flight, phase: Phase) -> None:
         request = flight.request
-        queue = Queue(queue_name(stage, flight.target), connection=self.redis)
-        if stage is Stage.BUILD:
+        queue = Queue(queue_name(phase, flight.target), connection=self.redis)
+        if phase is Phase.BUILD:
             timeout = request.build_timeout_s + BUILD_MARGIN_S
             job = queue.enqueue(
                 build_candidate,
@@ -168,7 +168,7 @@ class RQExecutor(Executor):
                 failure_ttl=FAILURE_TTL_S,
                 description=f"measure {_describe(request)}",
             )
-        flight.stage, flight.job_id, flight.stranded_since = stage, job.id, None
+        flight.phase, flight.job_id, flight.stranded_since = phase, job.id, None
 
     def _poll(self, pending: list[_Flight]) -> None:
         jobs = Job.fetch_many([f.job_id for f in pending], connection=self.redis)
@@ -196,9 +196,9 @@ class RQExecutor(Executor):
         value = job.return_value()
         if not isinstance(value, CandidateResult):
             self._failed(flight, f"on {job.worker_name}: returned {type(value).__name__}")
-        elif flight.stage is Stage.BUILD and value.status is RecordStatus.OK and not value.measured:
+        elif flight.phase is Phase.BUILD and value.status is RecordStatus.OK and not value.measured:
             flight.built, flight.failures = value, []
-            self._send(flight, Stage.MEASURE)
+            self._send(flight, Phase.MEASURE)
             job.delete()  # its result now travels in the measure job
         else:
             flight.result = value
@@ -236,19 +236,19 @@ class RQExecutor(Executor):
         self._failed(flight, reason)
 
     def _failed(self, flight: _Flight, reason: str) -> None:
-        """An infrastructure failure of the current stage: send it again, or give up."""
+        """An infrastructure failure of the current phase: send it again, or give up."""
         attempt = len(flight.failures) + 1
-        flight.failures.append(f"attempt {attempt}, {flight.stage} job {flight.job_id}: {reason}")
-        log.warning("%s job %s failed: %s", flight.stage, flight.job_id, reason)
+        flight.failures.append(f"attempt {attempt}, {flight.phase} job {flight.job_id}: {reason}")
+        log.warning("%s job %s failed: %s", flight.phase, flight.job_id, reason)
         if attempt < self.max_attempts:
             self.retries += 1
-            self._send(flight, flight.stage)
+            self._send(flight, flight.phase)
             return
         summary = (
-            f"the {flight.stage} failed on the workers {attempt} times (infrastructure errors, "
+            f"the {flight.phase} failed on the workers {attempt} times (infrastructure errors, "
             "not the candidate's verdict; it may crash its workers):\n" + "\n".join(flight.failures)
         )
-        if flight.stage is Stage.BUILD:
+        if flight.phase is Phase.BUILD:
             flight.result = CandidateResult(RecordStatus.COMPILE_ERROR, log=summary)
         else:
             assert flight.built is not None
@@ -269,7 +269,7 @@ class RQExecutor(Executor):
             log.warning("could not withdraw the batch's jobs: %s", exc)
 
 
-def _stage(name: str) -> Stage | None:
+def _phase(name: str) -> Phase | None:
     parsed = parse_queue(name)
     return parsed[0] if parsed else None
 
@@ -281,7 +281,7 @@ def _served_targets(workers: Sequence[WorkerInfo]) -> Counter[Target]:
     served: Counter[Target] = Counter()
     for name, count in queues.items():
         parsed = parse_queue(name)
-        if parsed and parsed[0] is Stage.MEASURE and queue_name(Stage.BUILD, parsed[1]) in queues:
+        if parsed and parsed[0] is Phase.MEASURE and queue_name(Phase.BUILD, parsed[1]) in queues:
             served[parsed[1]] = count
     return served
 

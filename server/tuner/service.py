@@ -30,17 +30,18 @@ from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 from sqlalchemy.orm import Session, sessionmaker
 
-from schemas.record import TuningStatus
-from schemas.target import Target
-from server.db import store
-from server.db.models import Tuning
-from server.db.session import make_engine, migrate, session_factory, session_scope
-from server.generations import BestGenerations
-from server.settings import Settings, get_settings
-from server.tuner.rq_executor import RQExecutor
-from server.tuner.tuner import Tuner, TuningSummary
-from worker.daemon import DEFAULT_REDIS_URL
-from worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
+from tunehub.schemas.record import TuningStatus
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.models import Tuning
+from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.generations import BestGenerations
+from tunehub.server.settings import Settings, get_settings
+from tunehub.server.tuner.reporting import TuningSummary
+from tunehub.server.tuner.rq_executor import RQExecutor
+from tunehub.server.tuner.tuner import Tuner
+from tunehub.worker.daemon import DEFAULT_REDIS_URL
+from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
 
 # A tuning stops at its trial budget long before this; the timeout catches a stuck tuner.
 TUNING_TIMEOUT_S = 24 * 3600
@@ -161,7 +162,7 @@ def run_tuner_daemon(redis_url: str, *, name: str | None = None, burst: bool = F
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m server.tuner.service`: the tuner daemon (`tunehub tuner`)."""
+    """`python -m tunehub.server.tuner.service`: the tuner daemon (`tunehub tuner`)."""
     parser = argparse.ArgumentParser(
         prog="tunehub tuner", description="Run queued tunings (needs the database's settings)."
     )

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
-from server.settings import Settings
 from tests.service.redis_server import RedisServer, redis_server_binary
 from tests.service.workers import Fleet
+from tunehub.server.app import create_app
+from tunehub.server.settings import Settings
 
 # TestClient's default client address is not an IP address; an open server answers only
 # loopback clients.

@@ -9,13 +9,13 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler.canonical import workload_key
-from compiler.program import load
-from schemas.api import Scope
-from schemas.record import RecordStatus
-from server.db import store, tokens
-from server.db.models import Record
-from server.db.session import session_scope
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.program import load
+from tunehub.schemas.api import Scope
+from tunehub.schemas.record import RecordStatus
+from tunehub.server.db import store, tokens
+from tunehub.server.db.models import Record
+from tunehub.server.db.session import session_scope
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -67,19 +67,21 @@ def add_record(
             )
         return store.add_record(
             s,
-            workload_key=key,
-            target=target,
-            symbols=symbols or {},
-            tuning_id=None,
-            config=config if config is not None else {"latency": latency_s, "status": status},
-            features=[1.0, 2.0],
-            feature_version=1,
-            status=status,
-            latency_s=latency_s,
-            latencies_s=[] if latency_s is None else [latency_s],
-            build_time_s=0.5,
-            max_error=0.0,
-            error_log=None if status == RecordStatus.OK else "it failed",
-            machine={"host": "test"},
-            artifact_sha256=sha256,
+            store.NewRecord(
+                workload_key=key,
+                target=target,
+                symbols=symbols or {},
+                tuning_id=None,
+                config=config if config is not None else {"latency": latency_s, "status": status},
+                features=[1.0, 2.0],
+                feature_version=1,
+                status=status,
+                latency_s=latency_s,
+                latencies_s=[] if latency_s is None else [latency_s],
+                build_time_s=0.5,
+                max_error=0.0,
+                error_log=None if status == RecordStatus.OK else "it failed",
+                machine={"host": "test"},
+                artifact_sha256=sha256,
+            ),
         )

@@ -6,15 +6,15 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from schemas.api import Scope
-from server.app import UnsafeBind, create_app
-from server.commands import token
-from server.db import tokens
-from server.db.models import ApiToken
-from server.db.session import migrate, session_scope
-from server.settings import Settings
 from tests.api.conftest import MakeClient
 from tests.api.data import make_token, sessions, signature
+from tunehub.client.commands.admin import token
+from tunehub.schemas.api import Scope
+from tunehub.server.app import UnsafeBind, create_app
+from tunehub.server.db import tokens
+from tunehub.server.db.models import ApiToken
+from tunehub.server.db.session import migrate, session_scope
+from tunehub.server.settings import Settings
 
 
 def test_token_mode_needs_a_live_token_of_enough_scope(make_client: MakeClient) -> None:

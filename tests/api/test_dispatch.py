@@ -6,12 +6,12 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from schemas.dispatch import DispatchTable
-from schemas.record import RecordStatus
-from schemas.target import Target
-from server.db import store
-from server.db.session import session_scope
 from tests.api.data import add_record, key_of, sessions, signature
+from tunehub.schemas.dispatch import DispatchTable
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
 
 INT4 = signature("int4_matmul")
 

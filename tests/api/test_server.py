@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from schemas.api import RecordView, Scope, Submission, TuningView
-from server.db import tokens
-from server.db.session import make_engine, session_factory, session_scope
 from tests.api.data import signature
 from tests.service.redis_server import free_port
 from tests.service.workers import ROOT, Fleet
+from tunehub.schemas.api import RecordView, Scope, Submission, TuningView
+from tunehub.server.db import tokens
+from tunehub.server.db.session import make_engine, session_factory, session_scope
 
 START_TIMEOUT_S = 60.0
 TUNING_TIMEOUT_S = 300.0
@@ -59,7 +59,7 @@ def server(tmp_path: Path, database_url: str, redis_url: str) -> Iterator[Server
     }
     log = tmp_path / "uvicorn.log"
     command = [
-        *(sys.executable, "-m", "uvicorn", "server.app:create_app", "--factory"),
+        *(sys.executable, "-m", "uvicorn", "tunehub.server.app:create_app", "--factory"),
         *("--host", "127.0.0.1", "--port", str(port)),
     ]
     with log.open("wb") as out:
@@ -105,7 +105,14 @@ def test_submit_tune_and_fetch_the_kernel_over_http(server: Server, fleet: Fleet
     assert ":" in submitted.target  # completed from the living worker
 
     tuner = subprocess.run(
-        [sys.executable, "-m", "server.tuner.service", "--redis", server.redis_url, "--burst"],
+        [
+            sys.executable,
+            "-m",
+            "tunehub.server.tuner.service",
+            "--redis",
+            server.redis_url,
+            "--burst",
+        ],
         cwd=ROOT,
         env=server.env,
         capture_output=True,

@@ -9,13 +9,13 @@ from fastapi.testclient import TestClient
 from redis import Redis
 from rq.job import Job
 
-from schemas.api import MAX_GROUP_TASKS, Scope, TuningGroupView, TuningView
-from schemas.record import TuningStatus
-from server.db import store
-from server.db.session import session_scope
 from tests.api.conftest import MakeClient
 from tests.api.data import key_of, make_token, sessions, signature
-from worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
+from tunehub.schemas.api import MAX_GROUP_TASKS, Scope, TuningGroupView, TuningView
+from tunehub.schemas.record import TuningStatus
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
+from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
 
 TARGET = "cpu:x86_64-avx2"
 

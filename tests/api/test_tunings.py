@@ -6,15 +6,15 @@ from fastapi.testclient import TestClient
 from redis import Redis
 from rq.job import Job
 
-from schemas.api import Submission, TuningView
-from schemas.record import RecordStatus
-from server.db import store
-from server.db.session import session_scope
 from tests.api.conftest import MakeClient
 from tests.api.data import add_record, key_of, sessions, signature
 from tests.service.workers import Fleet
-from worker.device import cpu_isa
-from worker.queues import TUNER_QUEUE, tuning_job_id
+from tunehub.schemas.api import Submission, TuningView
+from tunehub.schemas.record import RecordStatus
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
+from tunehub.worker.device import cpu_isa
+from tunehub.worker.queues import TUNER_QUEUE, tuning_job_id
 
 
 def _submit(client: TestClient, **body: object) -> Submission:

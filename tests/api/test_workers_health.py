@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from schemas.api import WorkerView
 from tests.api.conftest import MakeClient
 from tests.api.data import add_record, signature
 from tests.service.redis_server import free_port
 from tests.service.workers import Fleet
-from worker.device import cpu_isa
+from tunehub.schemas.api import WorkerView
+from tunehub.worker.device import cpu_isa
 
 
 def test_workers_lists_the_living_daemons(client: TestClient, redis_url: str, fleet: Fleet) -> None:

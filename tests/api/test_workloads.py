@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from schemas.api import RecordView
-from schemas.record import RecordStatus
 from tests.api.conftest import MakeClient
 from tests.api.data import add_record, key_of, signature
+from tunehub.schemas.api import RecordView
+from tunehub.schemas.record import RecordStatus
 
 
 def test_best_is_the_fastest_verified_record_with_its_artifact(client: TestClient) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from client import load_kernel
-from compiler.canonical import workload_key
-from compiler.program import load
-from server.db import store
-from server.db.session import make_engine, session_factory
 from tests.signatures import row_matmul
+from tunehub.client import load_kernel
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.program import load
+from tunehub.server.db import store
+from tunehub.server.db.session import make_engine, session_factory
 
 TUNEHUB = Path(sys.executable).parent / "tunehub"  # `pip install -e .` puts it beside python
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -87,6 +87,33 @@ def test_tune_json_reports_baseline_best_and_failures(tuned: dict[str, Any]) -> 
     assert 0 < best["latency_s"] <= result["baseline_latency_s"]
     assert len(best["artifact"]) == 64 and isinstance(best["config"], dict)
     assert isinstance(result["failures"], dict) and isinstance(result["tuning_id"], int)
+    # numpy on as many threads, beside the tuned kernel: the library the user already has
+    assert result["library"]["library"] == "numpy" and result["library"]["latency_s"] > 0
+    assert result["vs_library"] == result["library"]["latency_s"] / best["latency_s"]
+
+
+def test_explain_names_stages_schedules_and_knobs() -> None:
+    done = tunehub("explain", EXAMPLES / "int4_matmul.json", "--target", "cpu:x86_64-avx2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "target cpu:x86_64-avx2"
+    assert lines[1] == "stage 0: contraction acc -> out"
+    assert "applied as stored: out" in done.stdout
+    assert "schedule PackedGemm: the packed GEMM template" in done.stdout
+    assert "each term rounded" not in done.stdout  # the inline form sums in float32
+    knob = next(line for line in lines if line.strip().startswith("s0.mr"))
+    assert "rows of the register tile" in knob and "default 6" in knob
+    assert tunehub("validate", EXAMPLES / "softmax.json", "--verbose").stdout.count("stage ") == 3
+
+
+def test_explain_says_why_a_stage_gets_no_packed_template(tmp_path: Path) -> None:
+    maxed = json.loads(json.dumps(SIGNATURE))
+    maxed["computes"][0]["reduce"]["op"] = "max"
+    path = tmp_path / "max.json"
+    path.write_text(json.dumps(maxed))
+    done = tunehub("explain", path)
+    assert done.returncode == 0, done.stderr
+    assert "schedule Reduction:" in done.stdout
 
 
 def test_tune_again_resumes_and_prints_a_table(tuned: dict[str, Any]) -> None:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from client.cli import cli
-from compiler.program import load
-from compiler.space import space_for
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.client.test_cli import SIGNATURE, assert_user_error, tunehub
 from tests.worker.cuda_cases import needs_nvcc
-from worker import check, device
+from tunehub.client.cli import cli
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda import check, device
 
 SM80 = Target(kind="cuda", arch="sm_80")
 

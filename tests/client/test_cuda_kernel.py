@@ -18,24 +18,23 @@ from typing import Any
 import numpy as np
 import pytest
 
-from client import load_kernel, save_kernel
-from client.cuda_kernel import CudaKernel
-from compiler.inputs import random_inputs
-from compiler.kernel import Kernel
-from compiler.lower import lower
-from compiler.program import load
-from compiler.reference import evaluate
-from compiler.space import space_for
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.signatures import row_matmul
 from tests.worker import cuda_cases as cases
 from tests.worker.test_gpu_standin import OK, StandIn, _driver_missing
-from worker import device
-from worker.build.builder import Builder
-from worker.build.cuda import CudaBuilder
-from worker.emulate.emulator import EmulatedBuilder
-from worker.measure import gpu
+from tunehub.client import load_kernel, save_kernel
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.kernel import Kernel
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.reference import evaluate
+from tunehub.compiler.space import space_for
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda import device, gpu
+from tunehub.targets.cuda.build import CudaBuilder
+from tunehub.targets.cuda.emulate.emulator import EmulatedBuilder
+from tunehub.targets.cuda.kernel import CudaKernel
+from tunehub.worker.build.builder import Builder
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SM90 = Target(kind="cuda", arch="sm_90")

@@ -1,4 +1,4 @@
-"""client.dispatch without kernels: the value ranges a table's entries serve, and the checks
+"""runtime.dispatch without kernels: the value ranges a table's entries serve, and the checks
 of `save_dispatch`."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from client.dispatch import save_dispatch, served_ranges
-from schemas.api import RecordView
-from schemas.dispatch import DispatchEntry, DispatchTable
-from schemas.record import RecordStatus
-from schemas.signature import SymbolDecl
+from tunehub.runtime.dispatch import save_dispatch, served_ranges
+from tunehub.schemas.api import RecordView
+from tunehub.schemas.dispatch import DispatchEntry, DispatchTable
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.signature import SymbolDecl
 
 
 def table(ranges: dict[str, tuple[int, int]], tuned: list[dict[str, int]]) -> DispatchTable:

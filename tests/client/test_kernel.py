@@ -10,17 +10,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from client import load_kernel, save_kernel
-from client.kernel import CompiledKernel
-from compiler.inputs import random_inputs
-from compiler.lower import lower
-from compiler.program import load
-from compiler.reference import evaluate
-from compiler.space import space_for
-from schemas.record import RecordStatus
-from schemas.target import Target
-from worker import device
-from worker.build import CpuBuilder
+from tunehub.client import load_kernel, save_kernel
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.reference import evaluate
+from tunehub.compiler.space import space_for
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cpu.build import CpuBuilder
+from tunehub.targets.cpu.runtime import CompiledKernel
+from tunehub.worker import device
 
 TARGET = Target(kind="cpu", isa=device.cpu_isa())
 

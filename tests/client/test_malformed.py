@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from server.db.session import migrate
+from tunehub.server.db.session import migrate
 
 TUNEHUB = Path(sys.executable).parent / "tunehub"  # `pip install -e .` puts it beside python
 

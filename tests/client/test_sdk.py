@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from client.sdk import (
+from tests.e2e.kernels import run_and_check
+from tests.service.redis_server import redis_server_binary
+from tests.signatures import row_matmul
+from tunehub.client.sdk import (
     ApiError,
     Client,
     ClientError,
@@ -22,20 +25,17 @@ from client.sdk import (
     ServerUnreachable,
     TuningTimeout,
 )
-from compiler.canonical import workload_key
-from compiler.program import load
-from schemas.api import Scope
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db import tokens
-from server.db.models import Artifact
-from server.db.session import make_engine, migrate, session_factory, session_scope
-from server.standalone import Stack, StackConfig, free_port
-from server.tuner import LocalExecutor, Tuner, submit
-from tests.e2e.kernels import run_and_check
-from tests.service.redis_server import redis_server_binary
-from tests.signatures import row_matmul
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.program import load
+from tunehub.schemas.api import Scope
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db import tokens
+from tunehub.server.db.models import Artifact
+from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.standalone import Stack, StackConfig, free_port
+from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
 
 SIGNATURE: dict[str, Any] = row_matmul("sdk_matmul", k=16, n=24, max_m=64)
 KEY = workload_key(load(SIGNATURE))
@@ -67,7 +67,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     sessions = session_factory(engine)
     with LocalExecutor(workers=1) as executor:
         with session_scope(sessions) as s:
-            tuning_id = submit(
+            tuning_id = register_tuning(
                 s,
                 signature=TaskSignature.model_validate(SIGNATURE),
                 target=executor.resolve(Target(kind="cpu")),

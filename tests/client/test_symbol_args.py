@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from client.commands.common import (
+from tunehub.client.commands.common import (
     UserError,
     parse_symbol_values,
     parse_symbols,
     parse_weights,
     symbol_tasks,
 )
-from schemas.signature import TaskSignature
+from tunehub.schemas.signature import TaskSignature
 
 TUNEHUB = Path(sys.executable).parent / "tunehub"
 

@@ -16,43 +16,64 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler import dtypes
-from compiler.inputs import output_buffers, random_inputs
-from compiler.ir import Program
-from compiler.kernel import Kernel
-from compiler.lower import lower
-from compiler.reference import evaluate
-from compiler.space.space import Config
-from compiler.verify import compare
-from schemas.target import Target
-from worker.build.cpu import BASE_FLAGS, ISA_FLAGS
-from worker.device import cpu_isa
+from tunehub.compiler import dtypes
+from tunehub.compiler.inputs import output_buffers, random_inputs
+from tunehub.compiler.ir import Program
+from tunehub.compiler.kernel import Kernel
+from tunehub.compiler.lower import lower
+from tunehub.compiler.reference import evaluate
+from tunehub.compiler.space.space import Config
+from tunehub.compiler.verify import compare
+from tunehub.schemas.target import Target
+from tunehub.targets.cpu.build import BASE_FLAGS, ISA_FLAGS
+from tunehub.targets.cpu.isa import VECTOR_BYTES
+from tunehub.worker.device import can_run, cpu_isa
 
-# The worker's own flags for this machine's ISA, not -march=native: on one development VM gcc
-# read AVX512-FP16 as present (absent from /proc/cpuinfo), and float16 kernels built with it
-# returned wrong values (inf * 0.5 gave 32768).
-FLAGS = [*BASE_FLAGS, *ISA_FLAGS[cpu_isa()], "-Wall", "-Werror"]
+# Kernels that tests run are lowered for this machine's ISA (or a lower one, with
+# TUNEHUB_CPU_ISA); kernels for other ISAs are only compiled, each with its own flags.
+HOST = Target(kind="cpu", isa=cpu_isa())
+HOST_FLOAT_LANES = VECTOR_BYTES[HOST.isa] // 4
 _DIR = Path(tempfile.mkdtemp(prefix="tunehub-cbuild-"))
 _LIBS: dict[str, ctypes.CDLL] = {}
 
 
-def build(kernel: Kernel) -> ctypes.CDLL:
-    key = hashlib.sha256(kernel.source.encode()).hexdigest()[:16]
-    if key not in _LIBS:
-        src, lib = _DIR / f"{key}.c", _DIR / f"{key}.so"
+def flags(isa: str) -> list[str]:
+    """The worker's own flags for `isa`, warnings as errors. Not -march=native: on one
+    development VM gcc read AVX512-FP16 as present (absent from /proc/cpuinfo), and float16
+    kernels built with it returned wrong values (inf * 0.5 gave 32768)."""
+    return [*BASE_FLAGS, *ISA_FLAGS[isa], "-Wall", "-Werror"]
+
+
+def compile_for(kernel: Kernel, isa: str) -> Path:
+    """Build `kernel` with `isa`'s flags; the library's path (AssertionError on any
+    diagnostic)."""
+    key = hashlib.sha256(f"{isa}\0{kernel.source}".encode()).hexdigest()[:16]
+    src, lib = _DIR / f"{key}.c", _DIR / f"{key}.so"
+    if not lib.exists():
         src.write_text(kernel.source)
         result = subprocess.run(
-            ["gcc", *FLAGS, str(src), "-o", str(lib), "-lm"], capture_output=True, text=True
+            ["gcc", *flags(isa), str(src), "-o", str(lib), "-lm"], capture_output=True, text=True
         )
         if result.returncode != 0:
-            raise AssertionError(f"gcc failed:\n{result.stderr}\n{kernel.source}")
-        _LIBS[key] = ctypes.CDLL(str(lib))
-    return _LIBS[key]
+            raise AssertionError(f"gcc failed for {isa}:\n{result.stderr}\n{kernel.source}")
+    return lib
 
 
-def call(kernel: Kernel, arrays: dict[str, np.ndarray], symbols: dict[str, int]) -> int:
+def build(kernel: Kernel, isa: str | None = None) -> ctypes.CDLL:
+    """The loaded library of `kernel` built for `isa` (this host's by default)."""
+    isa = isa or HOST.isa
+    assert can_run(isa), f"this {HOST.isa} host cannot run {isa} code"
+    lib = compile_for(kernel, isa)
+    if str(lib) not in _LIBS:
+        _LIBS[str(lib)] = ctypes.CDLL(str(lib))
+    return _LIBS[str(lib)]
+
+
+def call(
+    kernel: Kernel, arrays: dict[str, np.ndarray], symbols: dict[str, int], isa: str | None = None
+) -> int:
     """Call the kernel on `arrays` (every argument by name); its return code."""
-    entry = getattr(build(kernel), kernel.entry)
+    entry = getattr(build(kernel, isa), kernel.entry)
     entry.restype = ctypes.c_int
     args: list[object] = []
     for arg in kernel.args:
@@ -68,10 +89,11 @@ def run(
     program: Program,
     inputs: dict[str, np.ndarray],
     symbols: dict[str, int],
+    isa: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Call the kernel on `inputs` (outputs poisoned first) and return its outputs."""
     outputs = output_buffers(program, symbols)
-    assert call(kernel, {**inputs, **outputs}, symbols) == 0
+    assert call(kernel, {**inputs, **outputs}, symbols, isa) == 0
     return outputs
 
 
@@ -93,7 +115,7 @@ def check_configs(
     )
     for config in configs:
         kernel = lower(program, target, config)
-        actual = run(kernel, program, inputs, symbols)
+        actual = run(kernel, program, inputs, symbols, target.isa)
         for name in program.outputs:
             dtype = program.compute(name).dtype
             result = compare(expected[name], actual[name], dtype, reduce_extent=reduce)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, analyze, contiguous
-from compiler.ir import Cast, Load, Program, Var, loads, walk
-from compiler.program import load
+from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, analyze, contiguous
+from tunehub.compiler.ir import Cast, Load, Program, Var, loads, walk
+from tunehub.compiler.program import load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

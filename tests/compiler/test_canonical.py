@@ -9,11 +9,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.canonical import canonical_form, to_text, workload_key
-from compiler.errors import SignatureError
-from compiler.parse import Scope, parse
-from compiler.program import load
 from tests.signatures import MATMUL_BIAS_RELU
+from tunehub.compiler.canonical import canonical_form, to_text, workload_key
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.parse import Scope, parse
+from tunehub.compiler.program import load
 
 # The same workload: every name changed, the source formatted differently.
 RENAMED = {

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler import features
-from compiler.cost_model import (
+from tunehub.compiler import features
+from tunehub.compiler.cost_model import (
     RandomModel,
     XGBModel,
     informative,
@@ -20,9 +20,9 @@ from compiler.cost_model import (
     roofline,
     top_k_recall,
 )
-from compiler.program import load
-from compiler.space import space_for
-from schemas.target import Target
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.schemas.target import Target
 
 ROOT = Path(__file__).parents[2]
 OBJECTIVES = ("rank", "regression")

@@ -15,16 +15,6 @@ from typing import Any
 
 import pytest
 
-from compiler.analysis import analyze
-from compiler.ir import Program
-from compiler.lower import lower
-from compiler.schedule.gemm import plan
-from compiler.schedule.gpu.operands import operands
-from compiler.schedule.gpu.wmma import WmmaShape
-from compiler.space import space_for
-from compiler.space.space import Config, Space
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.compiler.test_cuda_wmma import (
     SM80,
     SM90,
@@ -35,7 +25,17 @@ from tests.compiler.test_cuda_wmma import (
     wmma_config,
 )
 from tests.compiler.test_lower import c, signature, t
-from worker.build.cuda import CudaBuilder
+from tunehub.compiler.analysis import analyze
+from tunehub.compiler.ir import Program
+from tunehub.compiler.lower import lower
+from tunehub.compiler.schedule.plan import plan
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config, Space
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.build import CudaBuilder
+from tunehub.targets.cuda.schedule.operands import operands
+from tunehub.targets.cuda.schedule.wmma import WmmaShape
 
 BIG = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from compiler.kernel import Kernel
-from compiler.lower import lower
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Config
-from schemas.record import RecordStatus
-from schemas.target import Target
-from worker.build.cuda import CudaBuilder
+from tunehub.compiler.kernel import Kernel
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.build import CudaBuilder
 
 CUDA = Target(kind="cuda", arch="sm_80")
 ARCHS = ("sm_80", "sm_90")

@@ -1,7 +1,7 @@
 """CUDA kernels run on the CPU through the emulator against the reference evaluator, at small
 sizes: every GPU schedule and kernel variant, fused and unfused row groups, symbolic and
 non-dividing extents, 16-bit and integer types. Each candidate takes the worker's path
-(`worker.check`: emulated build, sandboxed run, verification), as `tunehub check` does."""
+(`targets.cuda.check`: emulated build, sandboxed run, verification), as `tunehub check` does."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from compiler.ir import Program
-from compiler.space import space_for
-from compiler.space.space import Config
-from schemas.record import RecordStatus
-from schemas.target import Target
+from tests.compiler.test_forms import program_of
 from tests.compiler.test_lower import c, signature, t
-from worker.check import check_configs
-from worker.measure.case import CaseCache
+from tunehub.compiler.ir import Program
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.check import check_configs
+from tunehub.worker.measure.case import CaseCache
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
 
@@ -239,3 +240,13 @@ def test_warp_reductions_in_every_accumulator_type(cases: CaseCache) -> None:
         ["s64", "m8", "d", "h", "b", "u"],
     )
     check(cases, program, [{"order": "row", "threads": 64, "group": 2}], samples=0)
+
+
+def test_a_16_bit_sum_rounds_each_term_in_the_gemv_and_tiled_kernels(cases: CaseCache) -> None:
+    """The MLC-LLM form of an int4 linear sums float16 terms (each product rounded): it gets
+    the GEMV and tiled kernels, which round each product as the reference does, and no
+    tensor-core mode (an MMA cannot)."""
+    program = program_of("int4", "int4_mlc")
+    modes = space_for(program, CUDA).knobs["s0.mode"]
+    assert "gemv" in modes and "tiled" in modes and not {"wmma", "wgmma"} & set(modes)
+    check(cases, program, [{"mode": "gemv", "gemv_vec": 8}, {"mode": "tiled"}], {"seq": 3})

@@ -8,14 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from compiler.ir import Binary, Cast, Const, Load, Program
-from compiler.kernel import eval_extent
-from compiler.loop import Barrier, Buffer, Decl, For, Function, Seq, Store, add, const, seq, var
-from compiler.lower import lower
-from compiler.program import load
-from compiler.render import render
-from compiler.space import space_for
-from schemas.target import Target
+from tunehub.compiler.backend import render
+from tunehub.compiler.ir import Binary, Cast, Const, Load, Program
+from tunehub.compiler.loop import (
+    Barrier,
+    Buffer,
+    Decl,
+    For,
+    Function,
+    Seq,
+    Store,
+    add,
+    const,
+    seq,
+    var,
+)
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.runtime.abi import eval_extent
+from tunehub.schemas.target import Target
 
 CUDA = Target(kind="cuda", arch="sm_90")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -142,7 +154,7 @@ def test_gpu_functions_follow_their_rules() -> None:
     with pytest.raises(ValueError, match="barrier"):
         render(_fn(For("b", const(1), seq(tx, narrow), "blockIdx.x")), "cuda")
     with pytest.raises(ValueError, match="binding"):
-        render(_fn(ok), "c")
+        render(_fn(ok), "cpu")
 
 
 def test_small_integers_become_floats_by_their_bits_and_others_by_conversion() -> None:

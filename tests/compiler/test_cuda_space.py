@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from compiler.errors import InvalidConfig
-from compiler.ir import Program
-from compiler.loop import Namer, seq
-from compiler.lower import lower, lower_function, signature_names
-from compiler.program import load
-from compiler.render.launch import launches
-from compiler.schedule.gpu import GPU_FALLBACK
-from compiler.schedule.stage import Context
-from compiler.space import space_for
-from compiler.space.limits import limits_for
-from compiler.space.space import Config
-from schemas.target import Target
+from tunehub.compiler.errors import InvalidConfig
+from tunehub.compiler.ir import Program
+from tunehub.compiler.loop import Namer, seq
+from tunehub.compiler.lower import lower, lower_function, signature_names
+from tunehub.compiler.program import load
+from tunehub.compiler.schedule.stage import Context
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.compiler import BACKEND as CUDA_BACKEND
+from tunehub.targets.cuda.launches import launches
+from tunehub.targets.cuda.limits import limits_for
 
 SM80 = Target(kind="cuda", arch="sm_80")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -146,5 +146,5 @@ def test_naive_config_is_the_fallback_kernel() -> None:
         space = space_for(program, SM80)
         naive = lower_function(program, SM80, space.naive(), space)
         ctx = Context(space.analysis, SM80, Namer(signature_names(program)))
-        expected = seq(GPU_FALLBACK.lower(s, {}, ctx, ()) for s in space.analysis.stages)
+        expected = seq(CUDA_BACKEND.fallback.lower(s, {}, ctx, ()) for s in space.analysis.stages)
         assert naive.body == expected

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from compiler.ir import Program
-from compiler.lower import lower
-from compiler.space import space_for
-from compiler.space.space import Config, Space
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.compiler.test_cuda_wmma import assert_right, int4_matmul, matmul, modes
 from tests.compiler.test_lower import c, signature, t
-from worker import device
-from worker.build.cuda import CudaBuilder, build_arch
+from tunehub.compiler.ir import Program
+from tunehub.compiler.lower import lower
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config, Space
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda import device
+from tunehub.targets.cuda.build import CudaBuilder, build_arch
 
 SM80 = Target(kind="cuda", arch="sm_80")
 SM90 = Target(kind="cuda", arch="sm_90")

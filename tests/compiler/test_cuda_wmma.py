@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from compiler.ir import Program
-from compiler.kernel import Kernel
-from compiler.lower import lower
-from compiler.space import space_for
-from compiler.space.space import Config, Space
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.compiler.test_lower import c, signature, t
-from worker.build.cuda import CudaBuilder
-from worker.check import check_configs
-from worker.measure.case import CaseCache
+from tunehub.compiler.ir import Program
+from tunehub.compiler.kernel import Kernel
+from tunehub.compiler.lower import lower
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config, Space
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.build import CudaBuilder
+from tunehub.targets.cuda.check import check_configs
+from tunehub.worker.measure.case import CaseCache
 
 SM80 = Target(kind="cuda", arch="sm_80")
 SM90 = Target(kind="cuda", arch="sm_90")

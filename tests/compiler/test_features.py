@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from compiler.errors import InvalidConfig
-from compiler.features import FEATURE_VERSION, extract, feature_names, with_build_stats
-from compiler.ir import Program
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.limits import residency
-from compiler.space.space import Config
-from schemas.target import Target
+from tunehub.compiler.errors import InvalidConfig
+from tunehub.compiler.features import FEATURE_VERSION, extract, feature_names, with_build_stats
+from tunehub.compiler.ir import Program
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.limits import residency
 
 CPU = Target(kind="cpu", isa="x86_64-avx512")
 SM80 = Target(kind="cuda", arch="sm_80")

@@ -1,4 +1,4 @@
-"""Chunked reads (`compiler.schedule.gpu.vectors.chunked`): neighbouring reads of a row become
+"""Chunked reads (`targets.cuda.schedule.vectors.chunked`): neighbouring reads of a row become
 aligned vector loads, and nothing is chunked that is not provably aligned."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from compiler.ir import Binary, Call, Const, Expr, Load
-from compiler.loop import Decl, add, const, mul, var
-from compiler.schedule.gpu.vectors import chunked
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load
+from tunehub.compiler.loop import Decl, add, const, mul, var
+from tunehub.targets.cuda.schedule.vectors import chunked
 
 KNOWN = {"r", "lane", "m", "n"}
 SHAPES: dict[str, tuple[Expr, ...]] = {

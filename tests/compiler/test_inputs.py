@@ -8,10 +8,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from compiler.inputs import POISON_BYTE, output_buffers, random_inputs
-from compiler.ir import Program
-from compiler.program import load
-from compiler.verify import compare
+from tunehub.compiler.inputs import POISON_BYTE, output_buffers, random_inputs
+from tunehub.compiler.ir import Program
+from tunehub.compiler.program import load
+from tunehub.compiler.verify import compare
 
 FLOATS = ("float64", "float32", "float16", "bfloat16")
 OTHERS = ("int64", "int32", "int16", "int8", "uint32", "uint8", "bool")  # <= 8 outputs each

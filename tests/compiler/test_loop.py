@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compiler.ir import Binary, Call, Const, Load, Var, loads
-from compiler.loop import (
+from tunehub.compiler.ir import Binary, Call, Const, Load, Var, loads
+from tunehub.compiler.loop import (
     Assign,
     Buffer,
     Decl,

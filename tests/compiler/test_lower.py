@@ -11,18 +11,17 @@ from typing import Any
 
 import pytest
 
-from compiler.errors import InvalidConfig
-from compiler.ir import Program
-from compiler.loop import Namer, seq
-from compiler.lower import lower, lower_function, signature_names
-from compiler.program import load
-from compiler.schedule import FALLBACK
-from compiler.schedule.stage import Context
-from compiler.space import space_for
-from schemas.target import Target
-from tests.compiler.cbuild import check_configs
+from tests.compiler.cbuild import HOST, check_configs
+from tunehub.compiler.backend import compiler_backend
+from tunehub.compiler.errors import InvalidConfig
+from tunehub.compiler.ir import Program
+from tunehub.compiler.loop import Namer, seq
+from tunehub.compiler.lower import lower, lower_function, signature_names
+from tunehub.compiler.program import load
+from tunehub.compiler.schedule.stage import Context
+from tunehub.compiler.space import space_for
 
-CPU = Target(kind="cpu", isa="x86_64-avx512")
+CPU = HOST  # the kernels are run here
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SAMPLES = 4
 
@@ -203,7 +202,9 @@ def test_naive_config_is_the_fallback_nest() -> None:
         space = space_for(program, CPU)
         naive = lower_function(program, CPU, space.naive(), space)
         ctx = Context(space.analysis, CPU, Namer(signature_names(program)))
-        assert naive.body == seq(FALLBACK.lower(s, {}, ctx, ()) for s in space.analysis.stages)
+        assert naive.body == seq(
+            compiler_backend(CPU).fallback.lower(s, {}, ctx, ()) for s in space.analysis.stages
+        )
 
 
 def test_naive_kernel_is_scalar_and_serial() -> None:
@@ -219,8 +220,25 @@ def test_invalid_configs_are_rejected() -> None:
         {**naive, "s0.vec": 3},
         {**naive, "nope": 1},
         {k: v for k, v in naive.items() if k != "s0.vec"},
-        {**naive, "s0.vec": 16, "s0.unroll": 4},
+        {**naive, "s0.vec": 16, "s0.unroll": 4, "s0.cols": 16},
         {**naive, "s0.split": True, "s0.parallel": 1},
     ):
         with pytest.raises(InvalidConfig):
             lower(program, CPU, bad)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm"])
+def test_row_reductions_with_interleaved_vector_accumulators(name: str) -> None:
+    """vec with unroll: that many independent vector accumulators per row (and a scalar one
+    for the values past the last whole step), fused into the row group or not."""
+    program = load(json.loads((EXAMPLES / f"{name}.json").read_text()))
+    space = space_for(program, CPU)
+    configs = []
+    for unroll, fuse in ((2, True), (4, False)):
+        config = {**space.default(), "g0.fuse": fuse}
+        for stage in space.analysis.stages:
+            if stage.kind == "reduction":
+                config[f"s{stage.index}.unroll"] = unroll
+        assert space.check(config) is None
+        configs.append(config)
+    check_configs(program, CPU, configs, {})

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler import features, search
-from compiler.cost_model import RandomModel, XGBModel, roofline
-from compiler.program import load
-from compiler.search import Guide, ModelGuidedSearch, TrainingSet
-from compiler.search.model_guided import knob_features
-from compiler.space import space_for
-from compiler.space.space import Config, Space
-from schemas.target import Target
+from tunehub.compiler import features, search
+from tunehub.compiler.cost_model import RandomModel, XGBModel, roofline
+from tunehub.compiler.program import load
+from tunehub.compiler.search import Guide, ModelGuidedSearch, TrainingSet
+from tunehub.compiler.search.model_guided import knob_features
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config, Space
+from tunehub.schemas.target import Target
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 TARGET = Target(kind="cpu", isa="x86_64-avx512")

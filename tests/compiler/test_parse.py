@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler import dtypes
-from compiler.errors import SignatureError
-from compiler.ir import Binary, Call, Cast, Const, Load, Unary, Var
-from compiler.parse import MAX_DEPTH, Scope, parse
+from tunehub.compiler import dtypes
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Unary, Var
+from tunehub.compiler.parse import MAX_DEPTH, Scope, parse
 
 SCOPE = Scope(
     context="compute 'out'",

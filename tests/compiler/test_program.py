@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler import dtypes
-from compiler.errors import SignatureError
-from compiler.ir import (
+from tests.signatures import MATMUL_BIAS_RELU
+from tunehub.compiler import dtypes
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.ir import (
     Binary,
     Call,
     Cast,
@@ -26,9 +27,8 @@ from compiler.ir import (
     Unary,
     Var,
 )
-from compiler.program import MAX_ELEMENTS, MAX_SYMBOL_VALUE, load
-from schemas.signature import TaskSignature
-from tests.signatures import MATMUL_BIAS_RELU
+from tunehub.compiler.program import MAX_ELEMENTS, MAX_SYMBOL_VALUE, load
+from tunehub.schemas.signature import TaskSignature
 
 MATMUL = {
     "name": "matmul",

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler import reference
-from compiler.errors import SignatureError
-from compiler.inputs import random_inputs
-from compiler.ir import Compute, Const, Load, Program, Tensor
-from compiler.program import load
-from compiler.verify import compare
 from tests.strategies import signatures, symbol_values
+from tunehub.compiler import reference
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.ir import Compute, Const, Load, Program, Tensor
+from tunehub.compiler.program import load
+from tunehub.compiler.verify import compare
 
 
 def _signature(

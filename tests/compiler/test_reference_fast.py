@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler import reference
-from compiler.errors import SignatureError
-from compiler.inputs import random_inputs
-from compiler.ir import Binary, Compute, Const, Load, Program, ReduceAxis, Tensor, Var
-from compiler.program import load
-from compiler.verify import compare
 from tests.strategies import signatures, symbol_values
+from tunehub.compiler import reference
+from tunehub.compiler.errors import SignatureError
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.ir import Binary, Compute, Const, Load, Program, ReduceAxis, Tensor, Var
+from tunehub.compiler.program import load
+from tunehub.compiler.verify import compare
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from compiler import search
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Config, Space
-from schemas.target import Target
+from tunehub.compiler import search
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config, Space
+from tunehub.schemas.api import DEFAULT_STRATEGY, STRATEGY_NAMES
+from tunehub.schemas.target import Target
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -126,3 +127,7 @@ def test_evolution_beats_or_equals_random_on_a_real_space(example: str) -> None:
 def test_unknown_strategy_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown search strategy 'annealing'"):
         search.create("annealing", GridSpace())
+
+
+def test_the_wire_format_names_every_strategy() -> None:
+    assert set(STRATEGY_NAMES) == set(search.STRATEGIES) and DEFAULT_STRATEGY in STRATEGY_NAMES

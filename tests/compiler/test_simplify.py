@@ -9,16 +9,16 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.dtypes import INDEX
-from compiler.ir import Binary, Call, Const, Expr, Var
-from compiler.loop import Assign, Buffer, Decl, For, Function, Seq, Store, const, stmts, var
-from compiler.lower import lower
-from compiler.program import load
-from compiler.simplify import simplify
-from compiler.space import space_for
-from compiler.space.space import Config
-from schemas.signature import TaskSignature
-from schemas.target import Target
+from tunehub.compiler.dtypes import INDEX
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Var
+from tunehub.compiler.loop import Assign, Buffer, Decl, For, Function, Seq, Store, const, stmts, var
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.simplify import simplify
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = ("i", "j", "n", "reused")  # loop variables, a symbol, a reassigned local

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from compiler.verify import compare, rtol
+from tunehub.compiler.verify import compare, rtol
 
 
 def _values(n: int = 1000, seed: int = 0) -> np.ndarray:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from client.sdk import Client
-from server.standalone import Stack, StackConfig
 from tests.service.redis_server import RedisServer, redis_server_binary
 from tests.service.workers import Fleet
+from tunehub.client.sdk import Client
+from tunehub.server.standalone import Stack, StackConfig
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from client import load_kernel
-from compiler.inputs import random_inputs
-from compiler.program import load
-from compiler.reference import evaluate
-from compiler.verify import compare
-from worker.measure.sandboxed import reduce_extent
+from tunehub.client import load_kernel
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.program import load
+from tunehub.compiler.reference import evaluate
+from tunehub.compiler.verify import compare, reduce_extent
 
 # Not the tuner's seed: the kernel must be right on inputs it was never verified with.
 SEED = 7

@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from schemas.record import TuningStatus
-from server.standalone import free_port
 from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service, example
 from tests.e2e.kernels import run_and_check
+from tunehub.schemas.record import TuningStatus
+from tunehub.server.standalone import free_port
 
 
 def tunehub(service: Service | None, *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from client import load_kernel
-from client.dispatch import DispatchKernel, served_ranges
-from schemas.dispatch import DispatchTable
 from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service
 from tests.signatures import row_matmul
-from worker import device
+from tunehub.client import load_kernel
+from tunehub.runtime.dispatch import DispatchKernel, served_ranges
+from tunehub.schemas.dispatch import DispatchTable
+from tunehub.worker import device
 
 SIGNATURE: dict[str, Any] = row_matmul("dispatch_matmul", k=16, n=8, max_m=128)
 TUNED = (1, 16)

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from client.sdk import ApiError, Client, NotFoundError
 from tests.e2e.conftest import Service, example
+from tunehub.client.sdk import ApiError, Client, NotFoundError
 
 ZEROS = "0" * 64
 MATMUL: dict[str, Any] = json.loads(example("matmul_128").read_text())

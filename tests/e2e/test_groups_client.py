@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from client.sdk import ApiError, Client, NotFoundError, TuningTimeout
-from schemas.api import GroupTask
-from schemas.record import TuningStatus
-from schemas.signature import TaskSignature
 from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service
+from tunehub.client.sdk import ApiError, Client, NotFoundError, TuningTimeout
+from tunehub.schemas.api import GroupTask
+from tunehub.schemas.record import TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.taskset import Flops, Task, TaskSet
 
 # Two tasks, a batch each (the service's tuner batches 8 with the fixture's two workers).
 TRIALS = 16
@@ -110,3 +111,19 @@ def test_submit_several_signatures_as_a_group_and_show_it(service: Service, tmp_
     missing = tunehub(service, "status", "999999", "--group")
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: GET /v1/tuning-groups/999999: HTTP 404")
+
+
+def test_submit_a_task_set_as_a_group_with_its_weights(service: Service, tmp_path: Path) -> None:
+    """A task set (`tunehub extract`) goes as one group, each task weighted as the set says."""
+    tasks = [
+        Task(signature=task(f"set_{n}", 7.0 + n), weight=w, flops=0) for n, w in enumerate((3, 1))
+    ]
+    path = tmp_path / "tasks.json"
+    path.write_text(
+        TaskSet(source="test", tasks=tasks, flops=Flops(covered=0, total=0)).model_dump_json()
+    )
+    done = tunehub(service, "submit", str(path), "--trials", str(TRIALS), "--wait", "--json")
+    assert done.returncode == 0, done.stderr
+    group = json.loads(done.stdout)
+    assert group["status"] == "done" and group["weights"] == [3.0, 1.0]
+    assert len(group["tunings"]) == 2

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from client.sdk import Client
 from tests.cli_process import tunehub_argv
 from tests.e2e.conftest import example
 from tests.service.redis_server import redis_server_binary
+from tunehub.client.sdk import Client
 
 TIMEOUT_S = 240
 pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="no redis-server on PATH")

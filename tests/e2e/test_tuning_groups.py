@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 
-from schemas.api import TuningGroupView
-from schemas.dispatch import DispatchTable
-from schemas.record import RecordStatus, TuningStatus
 from tests.e2e.conftest import Service
 from tests.signatures import row_matmul
+from tunehub.schemas.api import TuningGroupView
+from tunehub.schemas.dispatch import DispatchTable
+from tunehub.schemas.record import RecordStatus, TuningStatus
 
 TRIALS = 24  # three batches of eight: one warm-up batch per task, then one more
 TIMEOUT_S = 240

@@ -10,16 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from client import load_kernel
-from client.sdk import Client
-from compiler.canonical import workload_key
-from compiler.inputs import random_inputs
-from compiler.program import load
-from schemas.record import RecordStatus, TuningStatus
-from server.db import store
-from server.db.session import make_engine, session_factory, session_scope
 from tests.e2e.conftest import Service, example
 from tests.e2e.kernels import SEED, run_and_check
+from tunehub.client import load_kernel
+from tunehub.client.sdk import Client
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.inputs import random_inputs
+from tunehub.compiler.program import load
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.server.db import store
+from tunehub.server.db.session import make_engine, session_factory, session_scope
 
 TRIALS = 8
 TIMEOUT_S = 240

@@ -11,12 +11,12 @@ from redis import Redis
 from rq.job import Job
 from rq.registry import StartedJobRegistry
 
-from client.sdk import Client
-from schemas.record import RecordStatus, TuningStatus
-from schemas.target import Target
 from tests.e2e.conftest import Service, example
-from worker.daemon import list_workers
-from worker.queues import Stage, queue_name
+from tunehub.client.sdk import Client
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.target import Target
+from tunehub.worker.daemon import list_workers
+from tunehub.worker.queues import Phase, queue_name
 
 TRIALS = 24  # three batches of eight on two workers
 TIMEOUT_S = 240
@@ -25,7 +25,7 @@ TIMEOUT_S = 240
 def busy_workers(redis: Redis, target: Target) -> set[str]:
     """Names of the workers that hold a build or measure job right now."""
     names = set()
-    for stage in Stage:
+    for stage in Phase:
         registry = StartedJobRegistry(queue_name(stage, target), connection=redis)
         for job in Job.fetch_many(registry.get_job_ids(), connection=redis):
             if job is not None and job.worker_name:

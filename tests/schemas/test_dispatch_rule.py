@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from schemas.api import RecordView
-from schemas.dispatch import DispatchEntry, DispatchTable
-from schemas.record import RecordStatus
+from tunehub.schemas.api import RecordView
+from tunehub.schemas.dispatch import DispatchEntry, DispatchTable
+from tunehub.schemas.record import RecordStatus
 
 
 def _entry(**symbols: int) -> DispatchEntry:

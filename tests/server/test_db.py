@@ -13,15 +13,15 @@ from sqlalchemy import event, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler.space.space import Space
-from schemas.record import RecordStatus, TuningStatus
-from schemas.target import Target
-from server.db import store
-from server.db.models import Artifact, Record
-from server.db.session import make_engine, migrate, session_factory, session_scope
-from server.errors import Conflict
-from server.submit import cancel_group, cancel_tuning
-from server.tuner.tuner import STARTABLE
+from tunehub.compiler.space.space import Space
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.models import Artifact, Record
+from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.errors import Conflict
+from tunehub.server.submit import cancel_group, cancel_tuning
+from tunehub.server.tuner.tuner import STARTABLE
 
 WORKLOAD = "ab" * 32
 OTHER_WORKLOAD = "cd" * 32
@@ -61,7 +61,7 @@ def _record(s: Session, **overrides: Any) -> Record:
         "artifact_sha256": None,
     }
     fields.update(overrides)
-    return store.add_record(s, **fields)
+    return store.add_record(s, store.NewRecord(**fields))
 
 
 def test_workload_upsert_keeps_the_first_version(factory: sessionmaker[Session]) -> None:

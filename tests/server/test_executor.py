@@ -1,5 +1,5 @@
 """`LocalExecutor` with `cuda` targets: which GPU of this machine a target resolves to (GPUs
-faked: the list `worker.device.gpus` reports), and, on a GPU machine, a short real tuning
+faked: the list `targets.cuda.device.gpus` reports), and, on a GPU machine, a short real tuning
 (`pytest -m gpu tests/server/test_executor.py`)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from schemas.record import RecordStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db import store
-from server.db.session import make_engine, migrate, session_factory, session_scope
-from server.tuner import LocalExecutor, Tuner, submit
-from worker import device
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.targets.cuda import device
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GPUS = device.gpus()
@@ -60,7 +60,7 @@ def test_a_short_tuning_on_the_local_gpu(database_url: str) -> None:
             target = executor.resolve(Target(kind="cuda"))
             assert target.arch == GPUS[0]["gpu_arch"]
             with session_scope(sessions) as s:
-                tuning_id = submit(
+                tuning_id = register_tuning(
                     s, signature=signature, target=target, symbols={}, trials=8, strategy="random"
                 )
             summary = Tuner(sessions, executor, seed=0).run(tuning_id)

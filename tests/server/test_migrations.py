@@ -13,10 +13,10 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, inspect, text
 
-from schemas.record import RecordStatus
-from server.db import store
-from server.db.models import Base
-from server.db.session import (
+from tunehub.schemas.record import RecordStatus
+from tunehub.server.db import store
+from tunehub.server.db.models import Base
+from tunehub.server.db.session import (
     alembic_config,
     make_engine,
     migrate,
@@ -111,21 +111,23 @@ def test_downgrade_with_data_in_place(database_url: str) -> None:
             )
             record = store.add_record(
                 s,
-                workload_key="ab" * 32,
-                target="cpu:generic",
-                symbols={},
-                tuning_id=tuning.id,
-                config={},
-                features=[],
-                feature_version=1,
-                status=RecordStatus.OK,
-                latency_s=1.0,
-                latencies_s=[1.0],
-                build_time_s=None,
-                max_error=None,
-                error_log=None,
-                machine={},
-                artifact_sha256=None,
+                store.NewRecord(
+                    workload_key="ab" * 32,
+                    target="cpu:generic",
+                    symbols={},
+                    tuning_id=tuning.id,
+                    config={},
+                    features=[],
+                    feature_version=1,
+                    status=RecordStatus.OK,
+                    latency_s=1.0,
+                    latencies_s=[1.0],
+                    build_time_s=None,
+                    max_error=None,
+                    error_log=None,
+                    machine={},
+                    artifact_sha256=None,
+                ),
             )
             store.update_tuning(s, tuning.id, best_record_id=record.id)
     finally:

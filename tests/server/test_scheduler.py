@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.tuner import TaskScheduler
+from tunehub.server.tuner import TaskScheduler
 
 Curve = Callable[[int], float]  # a task's best latency after its n-th batch (n >= 1)
 

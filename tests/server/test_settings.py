@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from server.settings import Settings, get_settings
+from tunehub.server.settings import Settings, get_settings
 
 
 def test_defaults_put_the_database_in_the_home(

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler import features
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Space
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db import store
-from server.db.session import session_scope
-from server.tuner import LocalExecutor, Progress, Tuner, resolve_symbols, submit
-from server.tuner.tuner import Featurizer
 from tests.signatures import row_matmul
+from tunehub.compiler import features
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Space
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
+from tunehub.server.tuner import LocalExecutor, Progress, Tuner, register_tuning, resolve_symbols
+from tunehub.server.tuner.featurizer import Featurizer
 
 # A small symbolic matmul: cheap to build and measure, and it exercises symbol defaults.
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -41,7 +41,7 @@ def _submit(
     sessions: sessionmaker[Session], target: Target, trials: int, strategy: str = "evolutionary"
 ) -> int:
     with session_scope(sessions) as s:
-        return submit(
+        return register_tuning(
             s, signature=SIGNATURE, target=target, symbols={}, trials=trials, strategy=strategy
         )
 
@@ -99,7 +99,7 @@ def test_the_default_is_measured_right_after_the_seeds(
     space = space_for(load(signature), target)
     assert space.seeds() == [] and space.default() != space.naive()
     with session_scope(sessions) as s:
-        tuning_id = submit(
+        tuning_id = register_tuning(
             s, signature=signature, target=target, symbols={}, trials=2, strategy="random"
         )
     summary = Tuner(sessions, executor, batch_size=2).run(tuning_id)
@@ -144,7 +144,7 @@ def test_a_tuning_stops_when_the_space_is_exhausted(
     valid = sum(space.check(dict(zip(space.knobs, c, strict=True))) is None for c in combos)
     assert valid < 50, "pick a smaller program: this test needs a space it can exhaust"
     with session_scope(sessions) as s:
-        tuning_id = submit(
+        tuning_id = register_tuning(
             s, signature=signature, target=target, symbols={}, trials=50, strategy="evolutionary"
         )
     summary = Tuner(sessions, executor).run(tuning_id)

@@ -13,18 +13,17 @@ import numpy as np
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from compiler import features
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Config
-from schemas.record import RecordStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db import store
-from server.db.session import session_scope
-from server.tuner import Executor, Tuner, submit
-from server.tuner import tuner as tuner_module
-from worker.jobs import CandidateRequest, CandidateResult
+from tunehub.compiler import features
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
+from tunehub.server.tuner import Executor, Tuner, featurizer, register_tuning
+from tunehub.worker.jobs import CandidateRequest, CandidateResult
 
 TARGET = Target(kind="cpu", isa="x86_64-avx512")
 
@@ -95,7 +94,7 @@ def tune(
     sessions: sessionmaker[Session], signature: TaskSignature, trials: int, strategy: str
 ) -> int:
     with session_scope(sessions) as s:
-        tuning_id = submit(
+        tuning_id = register_tuning(
             s, signature=signature, target=TARGET, symbols={}, trials=trials, strategy=strategy
         )
     Tuner(sessions, SyntheticExecutor(), batch_size=8).run(tuning_id)
@@ -128,7 +127,7 @@ def test_a_new_workloads_first_batch_is_chosen_by_what_other_workloads_taught(
 def test_transfer_takes_the_newest_records_of_other_workloads_of_this_target(
     sessions: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tuner_module, "TRANSFER_RECORDS", 4)
+    monkeypatch.setattr(featurizer, "TRANSFER_RECORDS", 4)
     version = features.FEATURE_VERSION
     with session_scope(sessions) as s:
         for key in ("w_old", "w_new"):
@@ -152,7 +151,7 @@ def test_transfer_takes_the_newest_records_of_other_workloads_of_this_target(
                 "machine": {},
                 "artifact_sha256": None,
             }
-            store.add_record(s, **{**values, **changes})  # type: ignore[arg-type]
+            store.add_record(s, store.NewRecord(**{**values, **changes}))  # type: ignore[arg-type]
 
         add("w_old", 9.0)  # the oldest: beyond the cap
         add("w_old", 1.0)
@@ -162,7 +161,7 @@ def test_transfer_takes_the_newest_records_of_other_workloads_of_this_target(
         add("w_new", 4.0, symbols={"M": 8})  # the same workload at other symbol values
         add("w_new", 5.0)  # the tuned workload itself: it comes through `known`
 
-        prior = tuner_module.transfer_set(s, "w_new", TARGET, {"M": 64})
+        prior = featurizer.transfer_set(s, "w_new", TARGET, {"M": 64})
     assert prior.latencies == [1.0, None, 4.0]
     assert prior.groups[0] == prior.groups[1] != prior.groups[2]
     assert prior.features == [[1.0, 2.0]] * 3

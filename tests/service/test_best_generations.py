@@ -8,16 +8,16 @@ import anyio
 from redis import Redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from schemas.api import RecordView
-from schemas.record import RecordStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.best import BestLookup
-from server.db import store
-from server.db.session import session_scope
-from server.generations import BestGenerations
-from server.tuner import LocalExecutor, Tuner, submit
 from tests.signatures import AXPY
+from tunehub.schemas.api import RecordView
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.best import BestLookup
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
+from tunehub.server.generations import BestGenerations
+from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
 
 # Far longer than the test: whatever a lookup sees fresh, the TTL did not bring.
 LONG_TTL_S = 3600.0
@@ -42,7 +42,7 @@ def _add_record(s: Session, key: str, target: Target, latency_s: float, tile: st
         "machine": {},
         "artifact_sha256": None,
     }
-    return store.add_record(s, **fields).id
+    return store.add_record(s, store.NewRecord(**fields)).id
 
 
 def _best(lookup: BestLookup, key: str, target: Target) -> RecordView:
@@ -57,7 +57,7 @@ def test_a_batch_the_tuner_stores_replaces_a_cached_best_at_once(
     with LocalExecutor(workers=1) as executor:
         target = executor.resolve(Target(kind="cpu"))
         with session_scope(sessions) as s:
-            tuning_id = submit(
+            tuning_id = register_tuning(
                 s,
                 signature=TaskSignature.model_validate(AXPY),
                 target=target,

@@ -11,10 +11,10 @@ from collections.abc import Callable
 import pytest
 from redis import Redis
 
-from schemas.target import Target
 from tests.service.workers import Fleet
-from worker import device
-from worker.daemon import (
+from tunehub.schemas.target import Target
+from tunehub.worker import device
+from tunehub.worker.daemon import (
     HEARTBEAT_S,
     WORKER_TTL_S,
     list_workers,
@@ -22,7 +22,7 @@ from worker.daemon import (
     measure_lock,
     run_worker,
 )
-from worker.queues import WORKERS_KEY, measure_lock_key, worker_key, worker_queues
+from tunehub.worker.queues import WORKERS_KEY, measure_lock_key, worker_key, worker_queues
 
 TARGET = Target(kind="cpu", isa=device.cpu_isa())
 

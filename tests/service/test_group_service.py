@@ -11,16 +11,16 @@ from rq import Queue
 from rq.job import Job
 from sqlalchemy.orm import Session, sessionmaker
 
-from schemas.record import TuningStatus
-from schemas.target import Target
-from server.db import store
-from server.db.models import Tuning
-from server.db.session import session_scope
-from server.settings import Settings, get_settings
-from server.tuner import submit
-from server.tuner.service import enqueue_group, fail_job, run_group, tuner_job_id
 from tests.service.test_tuner_service import SIGNATURE
-from worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
+from tunehub.schemas.record import TuningStatus
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.models import Tuning
+from tunehub.server.db.session import session_scope
+from tunehub.server.settings import Settings, get_settings
+from tunehub.server.tuner import register_tuning
+from tunehub.server.tuner.service import enqueue_group, fail_job, run_group, tuner_job_id
+from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def queue_group(sessions: sessionmaker[Session], target: Target, *values: int) -
     with session_scope(sessions) as s:
         group = store.create_group(s, target=target, strategy="random", trials=8)
         members = [
-            submit(
+            register_tuning(
                 s,
                 signature=SIGNATURE,
                 target=target,
@@ -69,7 +69,7 @@ def test_a_group_is_one_job_that_names_its_members_tuner_job(
     with session_scope(sessions) as s:
         tunings = [s.get_one(Tuning, i) for i in members]
         assert [tuner_job_id(t) for t in tunings] == [job_id, job_id]
-        single = submit(
+        single = register_tuning(
             s,
             signature=SIGNATURE,
             target=Target(kind="cpu"),

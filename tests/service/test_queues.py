@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.target import Target
-from worker.queues import (
+from tunehub.schemas.target import Target
+from tunehub.worker.queues import (
     TUNER_QUEUE,
-    Stage,
+    Phase,
     group_job_id,
     measure_lock_key,
     parse_queue,
@@ -22,19 +22,19 @@ SM90 = Target(kind="cuda", arch="sm_90")
 
 
 def test_queue_names_name_the_stage_and_the_complete_target() -> None:
-    assert queue_name(Stage.BUILD, AVX512) == "tunehub:build:cpu:x86_64-avx512"
-    assert queue_name(Stage.MEASURE, SM90) == "tunehub:measure:cuda:sm_90"
+    assert queue_name(Phase.BUILD, AVX512) == "tunehub:build:cpu:x86_64-avx512"
+    assert queue_name(Phase.MEASURE, SM90) == "tunehub:measure:cuda:sm_90"
     assert TUNER_QUEUE == "tunehub:tuner"
 
 
 def test_a_queue_needs_a_complete_target() -> None:
     with pytest.raises(ValueError, match="incomplete"):
-        queue_name(Stage.BUILD, Target(kind="cpu"))
+        queue_name(Phase.BUILD, Target(kind="cpu"))
 
 
-@pytest.mark.parametrize("stage", list(Stage))
+@pytest.mark.parametrize("stage", list(Phase))
 @pytest.mark.parametrize("target", [AVX512, SM90, Target(kind="cpu", isa="generic")])
-def test_queue_names_parse_back(stage: Stage, target: Target) -> None:
+def test_queue_names_parse_back(stage: Phase, target: Target) -> None:
     assert parse_queue(queue_name(stage, target)) == (stage, target)
 
 

@@ -13,17 +13,17 @@ from redis import Redis
 from rq.job import Job
 from rq.registry import FinishedJobRegistry, StartedJobRegistry
 
-from compiler.lower import lower
-from compiler.program import load
-from compiler.space import space_for
-from schemas.record import RecordStatus
-from schemas.target import Target
-from server.tuner.rq_executor import RQExecutor
 from tests.service.workers import Fleet
-from worker import device
-from worker.daemon import machine_id
-from worker.jobs import CandidateRequest, CandidateResult
-from worker.queues import Stage, measure_lock_key, queue_name
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.server.tuner.rq_executor import RQExecutor
+from tunehub.worker import device
+from tunehub.worker.daemon import machine_id
+from tunehub.worker.jobs import CandidateRequest, CandidateResult
+from tunehub.worker.queues import Phase, measure_lock_key, queue_name
 
 SIGNATURE: dict[str, Any] = {
     "version": 1,
@@ -150,7 +150,7 @@ def test_a_killed_worker_loses_no_finished_result(redis_url: str, fleet: Fleet) 
         except BaseException as exc:  # reported by the assertions below
             outcome["error"] = exc
 
-    measure_queue = queue_name(Stage.MEASURE, TARGET)
+    measure_queue = queue_name(Phase.MEASURE, TARGET)
     finished = FinishedJobRegistry(measure_queue, connection=redis)
     started = StartedJobRegistry(measure_queue, connection=redis)
 

@@ -12,18 +12,18 @@ from redis import Redis
 from rq import Queue
 from sqlalchemy.orm import Session, sessionmaker
 
-from schemas.record import RecordStatus, TuningStatus
-from schemas.signature import TaskSignature
-from schemas.target import Target
-from server.db import store
-from server.db.session import session_scope
-from server.settings import Settings
-from server.tuner import submit
-from server.tuner.service import enqueue_tuning, run_tuning
 from tests.service.workers import ROOT, Fleet
 from tests.signatures import row_matmul
-from worker import device
-from worker.queues import TUNER_QUEUE, tuning_job_id
+from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
+from tunehub.server.settings import Settings
+from tunehub.server.tuner import register_tuning
+from tunehub.server.tuner.service import enqueue_tuning, run_tuning
+from tunehub.worker import device
+from tunehub.worker.queues import TUNER_QUEUE, tuning_job_id
 
 SIGNATURE = TaskSignature.model_validate(row_matmul("service_matmul", k=16, n=24, max_m=64))
 TARGET = Target(kind="cpu", isa=device.cpu_isa())
@@ -41,7 +41,7 @@ def queue_tuning(
 ) -> int:
     target = target or Target(kind="cpu")
     with session_scope(sessions) as s:
-        return submit(
+        return register_tuning(
             s, signature=SIGNATURE, target=target, symbols=symbols, trials=trials, strategy="random"
         )
 
@@ -95,7 +95,7 @@ def test_the_tuner_daemon_runs_queued_tunings(
     assert Queue(TUNER_QUEUE, connection=redis).job_ids == [job_id]
 
     env = {**os.environ, "TUNEHUB_DATABASE_URL": database_url}
-    command = [sys.executable, "-m", "server.tuner.service", "--redis", workers, "--burst"]
+    command = [sys.executable, "-m", "tunehub.server.tuner.service", "--redis", workers, "--burst"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
     assert done.returncode == 0, done.stderr[-3000:]

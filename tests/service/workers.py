@@ -1,7 +1,7 @@
 """Real `tunehub worker` daemons for tests: separate processes, started and killed at will.
 
-Each daemon is `python -m worker.daemon` (what `tunehub worker` runs), its output in a log file
-next to the test's other files; `Fleet.start` returns once every new daemon is registered.
+Each daemon is `python -m tunehub.worker.daemon` (what `tunehub worker` runs), its output in a
+log file next to the test's other files; `Fleet.start` returns once every new daemon is registered.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from redis import Redis
 
-from worker.daemon import list_workers
+from tunehub.worker.daemon import list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTER_TIMEOUT_S = 60.0
@@ -47,7 +47,15 @@ class Fleet:
         for _ in range(count):
             name = f"test-worker-{len(self.processes) + 1}"
             log = self.directory / f"{name}.log"
-            command = [sys.executable, "-m", "worker.daemon", "--redis", redis_url, "--name", name]
+            command = [
+                sys.executable,
+                "-m",
+                "tunehub.worker.daemon",
+                "--redis",
+                redis_url,
+                "--name",
+                name,
+            ]
             with log.open("wb") as out:
                 proc = subprocess.Popen(
                     [*command, *args], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=out

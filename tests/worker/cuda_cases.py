@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from compiler.canonical import workload_key
-from compiler.kernel import Kernel
-from compiler.program import load
 from tests.signatures import AXPY, AXPY_ARGS
-from worker.measure.case import Case, CaseCache
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.kernel import Kernel
+from tunehub.compiler.program import load
+from tunehub.worker.measure.case import Case, CaseCache
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 

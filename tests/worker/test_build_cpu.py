@@ -6,11 +6,11 @@ import hashlib
 
 import pytest
 
-from compiler.kernel import Kernel
-from schemas.record import RecordStatus
-from schemas.target import Target
-from worker.build.builder import truncate
-from worker.build.cpu import CpuBuilder
+from tunehub.compiler.kernel import Kernel
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cpu.build import CpuBuilder
+from tunehub.worker.build.builder import truncate
 
 AVX512 = Target(kind="cpu", isa="x86_64-avx512")
 AVX2 = Target(kind="cpu", isa="x86_64-avx2")

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler import features
-from compiler.lower import lower
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Config
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.worker.cuda_cases import needs_nvcc
-from worker import device
-from worker.build.cuda import CudaBuilder, parse_ptxas
-from worker.jobs import CandidateRequest, build_candidate
+from tunehub.compiler import features
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.build import CudaBuilder, parse_ptxas
+from tunehub.worker import device
+from tunehub.worker.jobs import CandidateRequest, build_candidate
 
 SM80 = Target(kind="cuda", arch="sm_80")
 CPU = Target(kind="cpu", isa=device.cpu_isa())

@@ -9,11 +9,11 @@ import struct
 
 import pytest
 
-from compiler.kernel import Kernel
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.worker.cuda_cases import needs_nvcc
-from worker.build.cuda import CudaBuilder, batch_source, parse_ptxas, split_log, split_ptx
+from tunehub.compiler.kernel import Kernel
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.build import CudaBuilder, batch_source, parse_ptxas, split_log, split_ptx
 
 SM80 = Target(kind="cuda", arch="sm_80")
 SM90 = Target(kind="cuda", arch="sm_90")

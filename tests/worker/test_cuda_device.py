@@ -11,17 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from compiler.program import load
-from compiler.space import space_for
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.worker.cuda_cases import needs_nvcc
-from worker import daemon, device
-from worker.jobs import CandidateRequest, build_candidate, measure_candidate
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda import device as cuda_device
+from tunehub.worker import device
+from tunehub.worker.backend import worker_backend
+from tunehub.worker.jobs import CandidateRequest, build_candidate, measure_candidate
 
 SM90 = Target(kind="cuda", arch="sm_90")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-no_gpu = pytest.mark.skipif(bool(device.gpus()), reason="this machine has a GPU")
+no_gpu = pytest.mark.skipif(bool(cuda_device.gpus()), reason="this machine has a GPU")
 
 
 @pytest.mark.parametrize(
@@ -37,18 +39,21 @@ no_gpu = pytest.mark.skipif(bool(device.gpus()), reason="this machine has a GPU"
     ],
 )
 def test_which_gpus_run_which_cubins(arch: str, gpu: str, runs: bool) -> None:
-    assert device.can_run_cuda(arch, gpu) is runs
+    assert cuda_device.can_run_cuda(arch, gpu) is runs
 
 
 @no_gpu
 def test_without_a_gpu_the_query_says_why_and_nothing_is_found() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "worker.measure.gpu"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tunehub.targets.cuda.gpu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     answer = json.loads(done.stdout)
     assert answer["devices"] == [] and answer["error"]
-    assert device.gpus() == ()
-    assert daemon.cuda_targets() == []
+    assert cuda_device.gpus() == ()
+    assert worker_backend("cuda").local_targets() == []
 
 
 @no_gpu

@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from compiler.ir import Program
-from compiler.lower import lower
-from compiler.program import load
-from compiler.space import space_for
-from compiler.space.space import Config
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.worker.cuda_cases import needs_nvcc
-from worker.build.cuda import CudaBuilder
-from worker.check import check_configs
-from worker.measure.case import CaseCache
+from tunehub.compiler.ir import Program
+from tunehub.compiler.lower import lower
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.build import CudaBuilder
+from tunehub.targets.cuda.check import check_configs
+from tunehub.worker.measure.case import CaseCache
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 ARCHS = ("sm_80", "sm_90")

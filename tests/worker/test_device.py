@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.target import CPU_ISAS, Target
-from worker import device
+from tunehub.schemas.target import CPU_ISAS, Target
+from tunehub.worker import device
 
 AVX512_FLAGS = {"sse2", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
 
@@ -30,6 +30,24 @@ def test_this_host_has_a_known_isa_and_runs_it() -> None:
     isa = device.cpu_isa()
     assert isa in CPU_ISAS
     assert device.can_run(isa) and device.can_run("generic")
+
+
+def test_the_isa_can_be_capped_but_never_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    host = device.cpu_isa()
+    try:
+        with monkeypatch.context() as env:
+            env.setenv(device.ISA_ENV, "generic")
+            device.cpu_isa.cache_clear()
+            assert device.cpu_isa() == "generic"
+            assert not device.can_run(host) or host == "generic"
+            foreign = "aarch64-neon" if host.startswith("x86_64") else "x86_64-avx512"
+            env.setenv(device.ISA_ENV, foreign)
+            device.cpu_isa.cache_clear()
+            with pytest.raises(RuntimeError, match="is not an ISA this"):
+                device.cpu_isa()
+    finally:
+        device.cpu_isa.cache_clear()
+    assert device.cpu_isa() == host
 
 
 def test_x86_levels_run_downwards_only() -> None:

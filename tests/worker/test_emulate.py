@@ -15,13 +15,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from compiler.kernel import Kernel
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.worker import cuda_cases as cases
 from tests.worker.cuda_cases import needs_nvcc
-from worker.build.cuda import CudaBuilder
-from worker.emulate.emulator import (
+from tunehub.compiler.kernel import Kernel
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.build import CudaBuilder
+from tunehub.targets.cuda.emulate.emulator import (
     COMPILER,
     FLAGS,
     HEADER,
@@ -32,9 +32,9 @@ from worker.emulate.emulator import (
     build_library,
     emulation_source,
 )
-from worker.measure.case import Case, CaseCache
-from worker.measure.emulated import EmulatedRunner
-from worker.measure.runner import MeasureResult
+from tunehub.targets.cuda.emulated import EmulatedRunner
+from tunehub.worker.measure.case import Case, CaseCache
+from tunehub.worker.measure.runner import MeasureResult
 
 SM90 = Target(kind="cuda", arch="sm_90")
 

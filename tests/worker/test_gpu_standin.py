@@ -1,4 +1,4 @@
-"""The GPU runner's driver-API code (`worker.measure.gpu`) against a stand-in driver, so that it
+"""The GPU runner's driver-API code (`targets.cuda.gpu`) against a stand-in driver, so that it
 runs end to end on a machine without a GPU.
 
 Every call first goes to the real cuda-python binding, whose argument conversion runs before
@@ -21,16 +21,17 @@ import numpy as np
 import pytest
 from cuda.bindings import driver as real
 
-from compiler.kernel import Kernel
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.worker import cuda_cases as cases
-from worker.emulate.emulator import EmulatedBuilder, Library
-from worker.measure import cuda_child, gpu
-from worker.measure.case import CaseCache
-from worker.measure.measuring import Loaded
-from worker.measure.runner import MeasureResult
-from worker.measure.sandboxed import Request
+from tunehub.compiler.kernel import Kernel
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda import child as cuda_child
+from tunehub.targets.cuda import gpu
+from tunehub.targets.cuda.emulate.emulator import EmulatedBuilder, Library
+from tunehub.worker.measure.case import CaseCache
+from tunehub.worker.measure.measuring import Loaded
+from tunehub.worker.measure.runner import MeasureResult
+from tunehub.worker.measure.sandboxed import Request
 
 
 def _driver_missing() -> bool:

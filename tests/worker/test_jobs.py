@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from compiler.program import load
-from compiler.space import space_for
-from schemas.record import RecordStatus
-from schemas.target import Target
-from worker import device
-from worker.jobs import (
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.worker import device
+from tunehub.worker.jobs import (
     CandidateRequest,
     build_candidate,
     measure_candidate,

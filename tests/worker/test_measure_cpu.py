@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from compiler.canonical import workload_key
-from compiler.kernel import Kernel, KernelArg
-from compiler.program import load
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.signatures import AXPY, AXPY_ARGS
-from worker.build.cpu import CpuBuilder
-from worker.measure.case import Case, CaseCache
-from worker.measure.cpu import CpuRunner
-from worker.measure.runner import MeasureResult
+from tunehub.compiler.canonical import workload_key
+from tunehub.compiler.kernel import Kernel, KernelArg
+from tunehub.compiler.program import load
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cpu.build import CpuBuilder
+from tunehub.targets.cpu.runner import CpuRunner
+from tunehub.worker.measure.case import Case, CaseCache
+from tunehub.worker.measure.runner import MeasureResult
 
 PROGRAM = load(AXPY)
 HEADER = "int k(const float *a, const float *b, float *out, int64_t n) {\n"

@@ -13,20 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from compiler.kernel import Kernel
-from compiler.program import load
-from compiler.space import space_for
-from schemas.record import RecordStatus
-from schemas.target import Target
 from tests.worker import cuda_cases as cases
-from worker import daemon, device
-from worker.build.cuda import CudaBuilder
-from worker.jobs import CandidateRequest, run_candidate
-from worker.measure.case import Case, CaseCache
-from worker.measure.cuda import CudaRunner
-from worker.measure.runner import MeasureResult
+from tunehub.compiler.kernel import Kernel
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda import device as cuda_device
+from tunehub.targets.cuda.build import CudaBuilder
+from tunehub.targets.cuda.runner import CudaRunner
+from tunehub.worker import device
+from tunehub.worker.backend import worker_backend
+from tunehub.worker.jobs import CandidateRequest, run_candidate
+from tunehub.worker.measure.case import Case, CaseCache
+from tunehub.worker.measure.runner import MeasureResult
 
-GPUS = device.gpus()
+GPUS = cuda_device.gpus()
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not GPUS, reason="no CUDA GPU visible"),
@@ -114,7 +116,7 @@ def test_the_fingerprint_names_the_gpu(target: Target) -> None:
     assert fingerprint["gpu_name"] and fingerprint["gpu_sm_count"] > 0
     assert fingerprint["gpu_memory_bytes"] > 1 << 30
     assert fingerprint["driver_version"] and fingerprint["compiler"].startswith("nvcc ")
-    assert Target(kind="cuda", arch=target.arch) in daemon.cuda_targets()
+    assert Target(kind="cuda", arch=target.arch) in worker_backend("cuda").local_targets()
 
 
 @pytest.mark.parametrize("example", ["matmul_512", "softmax", "int4_matmul"])

@@ -1,6 +1,6 @@
-"""Compile lowered kernels into loadable artifacts."""
+"""Compile lowered kernels into loadable artifacts: the builder interface (`builder`); each
+target kind's builder lives in its folder (`targets/<kind>/build.py`)."""
 
-from worker.build.builder import Builder, BuildResult
-from worker.build.cpu import CpuBuilder
+from tunehub.worker.build.builder import Builder, BuildResult
 
-__all__ = ["BuildResult", "Builder", "CpuBuilder"]
+__all__ = ["BuildResult", "Builder"]

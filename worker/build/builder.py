@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.kernel import Kernel
-from schemas.record import RecordStatus
-from schemas.target import Target
+from tunehub.compiler.kernel import Kernel
+from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import Target
 
 # Compiler logs are kept in records: enough to see the error, not a 10 MB template dump.
 MAX_LOG_CHARS = 16_000

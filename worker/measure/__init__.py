@@ -1,7 +1,8 @@
-"""Run built kernels in a sandboxed child process: verify their output, time them."""
+"""Run built kernels in a sandboxed child process: verify their output, time them. The runner
+interface and the sandbox live here; each target kind's runner and measuring child live in
+its folder (`targets/<kind>/runner.py`, `child.py`)."""
 
-from worker.measure.case import Case, CaseCache
-from worker.measure.cpu import CpuRunner
-from worker.measure.runner import MeasureResult, Runner
+from tunehub.worker.measure.case import Case, CaseCache
+from tunehub.worker.measure.runner import MeasureResult, Runner
 
-__all__ = ["Case", "CaseCache", "CpuRunner", "MeasureResult", "Runner"]
+__all__ = ["Case", "CaseCache", "MeasureResult", "Runner"]

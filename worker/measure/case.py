@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from compiler import dtypes, inputs, reference
-from compiler.ir import Program
+from tunehub.compiler import dtypes, inputs, reference
+from tunehub.compiler.ir import Program
 
 CASE_VERSION = 1
 

@@ -1,5 +1,5 @@
-"""What both measuring children (`worker.measure.child` for CPU kernels,
-`worker.measure.cuda_child` for CUDA ones) do alike, so that they keep one protocol.
+"""What both measuring children (`targets.cpu.child` for CPU kernels,
+`targets.cuda.child` for CUDA ones) do alike, so that they keep one protocol.
 
 A child serves one `Request` at a time until its request pipe closes, holding the current test
 case in memory across candidates of one workload. It replies `("ready",)` once the request is
@@ -19,12 +19,12 @@ from typing import Any, Self, TypeVar
 
 import numpy as np
 
-from compiler import verify
-from compiler.inputs import output_buffers
-from schemas.record import RecordStatus
-from worker.measure.case import Case
-from worker.measure.runner import MeasureResult
-from worker.measure.sandboxed import Request
+from tunehub.compiler import verify
+from tunehub.compiler.inputs import output_buffers
+from tunehub.schemas.record import RecordStatus
+from tunehub.worker.measure.case import Case
+from tunehub.worker.measure.runner import MeasureResult
+from tunehub.worker.measure.sandboxed import Request
 
 Reply = tuple[Any, ...]
 # Timed repeats stop early once this share of the run timeout is spent.

@@ -11,8 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.record import RecordStatus
-from worker.measure.case import Case
+from tunehub.schemas.record import RecordStatus
+from tunehub.worker.measure.case import Case
 
 
 @dataclass(frozen=True)

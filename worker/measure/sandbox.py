@@ -25,8 +25,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-# The repository root: the child imports tunehub from here whether or not it is installed.
-_ROOT = str(Path(__file__).resolve().parents[2])
+import tunehub
+
+# Where `tunehub` itself is imported from (a checkout, or site-packages): a child imports
+# tunehub from there whether or not it is installed.
+_IMPORT_ROOT = str(Path(tunehub.__file__).resolve().parents[1])
 STDERR_TAIL_CHARS = 4000
 
 
@@ -122,8 +125,7 @@ class Sandbox:
         self.close()
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        env = {**os.environ, **self.env}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
+        env = child_environment(self.env)
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", self.module, str(request_r), str(reply_w)],
@@ -160,5 +162,15 @@ class Sandbox:
         return self._stderr.read().decode(errors="replace")
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
+        # Not contextlib.suppress: at interpreter exit the module's globals may be gone.
+        try:  # noqa: SIM105
             self.close()
+        except Exception:
+            pass
+
+
+def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment for a `python -m tunehub...` child, with `extra` set."""
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_IMPORT_ROOT, env.get("PYTHONPATH")]))
+    return env

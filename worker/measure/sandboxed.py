@@ -13,15 +13,14 @@ import os
 import signal
 import tempfile
 from dataclasses import dataclass
-from math import prod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from compiler.ir import Program, loads
-from schemas.record import RecordStatus
-from worker.measure.case import Case
-from worker.measure.runner import MeasureResult, Runner
-from worker.measure.sandbox import Exchange, Sandbox
+from tunehub.compiler.verify import reduce_extent
+from tunehub.schemas.record import RecordStatus
+from tunehub.worker.measure.case import Case
+from tunehub.worker.measure.runner import MeasureResult, Runner
+from tunehub.worker.measure.sandbox import Exchange, Sandbox
 
 
 @dataclass(frozen=True)
@@ -88,16 +87,6 @@ class SandboxedRunner(Runner):
 
     def close(self) -> None:
         self.sandbox.close()
-
-
-def reduce_extent(program: Program, name: str, symbols: Any) -> int:
-    """Terms summed into each element of `name`: the longest reduction on its path from the
-    inputs (a bias+relu epilogue keeps its matmul's K), which sets the error tolerance."""
-    compute = program.compute(name)
-    own = prod(program.extent(r.extent, dict(symbols)) for r in compute.reduce_axes)
-    inputs = {t.name for t in program.inputs}
-    producers = {ld.tensor for ld in loads(compute.body)} - inputs
-    return max([own, *(reduce_extent(program, p, symbols) for p in producers)])
 
 
 def interpret(exchange: Exchange, timeout_s: float) -> MeasureResult:

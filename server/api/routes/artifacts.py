@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from server.api.auth import ReadAccess
-from server.api.deps import ArtifactDep
+from tunehub.server.api.auth import ReadAccess
+from tunehub.server.api.deps import ArtifactDep
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"], dependencies=[ReadAccess])
 

@@ -7,9 +7,9 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from schemas.api import ReadyView
-from server.api.deps import ServicesDep
-from server.health import check_database, check_redis
+from tunehub.schemas.api import ReadyView
+from tunehub.server.api.deps import ServicesDep
+from tunehub.server.health import check_database, check_redis
 
 router = APIRouter(tags=["health"])
 

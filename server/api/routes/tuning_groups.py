@@ -6,13 +6,13 @@ from http import HTTPStatus
 
 from fastapi import APIRouter
 
-from schemas.api import Page, TuningGroupRequest, TuningGroupView
-from schemas.record import TuningStatus
-from server.api import views
-from server.api.auth import AdminAccess, ReadAccess, SubmitAccess
-from server.api.deps import GroupDep, PageDep, ServicesDep, SessionDep
-from server.db import store
-from server.submit import cancel_group, submit_group
+from tunehub.schemas.api import Page, TuningGroupRequest, TuningGroupView
+from tunehub.schemas.record import TuningStatus
+from tunehub.server.api import views
+from tunehub.server.api.auth import AdminAccess, ReadAccess, SubmitAccess
+from tunehub.server.api.deps import GroupDep, PageDep, ServicesDep, SessionDep
+from tunehub.server.db import store
+from tunehub.server.submit import cancel_group, submit_group
 
 router = APIRouter(prefix="/v1/tuning-groups", tags=["tuning groups"])
 

@@ -6,13 +6,13 @@ from http import HTTPStatus
 
 from fastapi import APIRouter, Response
 
-from schemas.api import Page, Submission, TuningRequest, TuningView
-from schemas.record import TuningStatus
-from server.api import views
-from server.api.auth import AdminAccess, ReadAccess, SubmitAccess
-from server.api.deps import PageDep, ServicesDep, SessionDep, TuningDep, WorkloadKeyQuery
-from server.db import store
-from server.submit import cancel_tuning, submit_tuning
+from tunehub.schemas.api import Page, Submission, TuningRequest, TuningView
+from tunehub.schemas.record import TuningStatus
+from tunehub.server.api import views
+from tunehub.server.api.auth import AdminAccess, ReadAccess, SubmitAccess
+from tunehub.server.api.deps import PageDep, ServicesDep, SessionDep, TuningDep, WorkloadKeyQuery
+from tunehub.server.db import store
+from tunehub.server.submit import cancel_tuning, submit_tuning
 
 router = APIRouter(prefix="/v1/tunings", tags=["tunings"])
 

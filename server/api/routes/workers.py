@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from schemas.api import WorkerView
-from server.api.auth import ReadAccess
-from server.api.deps import ServicesDep
-from worker.daemon import list_workers
+from tunehub.schemas.api import WorkerView
+from tunehub.server.api.auth import ReadAccess
+from tunehub.server.api.deps import ServicesDep
+from tunehub.worker.daemon import list_workers
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], dependencies=[ReadAccess])
 

@@ -7,12 +7,12 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from schemas.api import BestRequest, Page, RecordView
-from schemas.dispatch import DispatchTable
-from schemas.record import RecordStatus
-from server.api import views
-from server.api.auth import ReadAccess
-from server.api.deps import (
+from tunehub.schemas.api import BestRequest, Page, RecordView
+from tunehub.schemas.dispatch import DispatchTable
+from tunehub.schemas.record import RecordStatus
+from tunehub.server.api import views
+from tunehub.server.api.auth import ReadAccess
+from tunehub.server.api.deps import (
     OptionalTargetDep,
     PageDep,
     ServicesDep,
@@ -22,9 +22,9 @@ from server.api.deps import (
     WorkloadDep,
     WorkloadKey,
 )
-from server.best import no_kernel
-from server.db import store
-from server.errors import NotFound
+from tunehub.server.best import no_kernel
+from tunehub.server.db import store
+from tunehub.server.errors import NotFound
 
 router = APIRouter(prefix="/v1/workloads", tags=["workloads"], dependencies=[ReadAccess])
 

@@ -1,0 +1,100 @@
+"""Equivalent forms of one computation, each tuned on the CPU in one run: how far apart their
+tuned latencies are within each family (the goal: within 1.25x of each other).
+
+    python bench/forms.py                   # 64 trials, one thread, every family
+    python bench/forms.py --trials 32 --only matmul int4
+
+The forms are those `tests/compiler/test_forms.py` checks, at benchmark sizes: a 256^3 matmul
+in every operand layout and with axes of extent 1, a matmul + bias + relu + cast in one
+compute and in four, an int4 linear (N = K = 1024, seq_len 32) inline and in MLC-LLM's five
+blocks, and a 3x3 convolution of 32 channels on 28 x 28 in NCHW and NHWC. Each is tuned from
+scratch through the real tuner; results go to docs/benchmarks/forms-<date>.md with the machine
+and commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.machine import describe_machine, git_commit  # noqa: E402
+from bench.tuning import scratch_database, tune  # noqa: E402
+from tests.compiler.test_forms import (  # noqa: E402
+    conv_forms,
+    epilogue_forms,
+    int4_forms,
+    matmul_forms,
+)
+from tunehub.schemas import TaskSignature  # noqa: E402
+from tunehub.schemas.target import Target  # noqa: E402
+from tunehub.server.tuner import LocalExecutor  # noqa: E402
+from tunehub.worker.device import cpu_isa  # noqa: E402
+
+FAMILIES = {
+    "matmul": matmul_forms(256, 256, 256),
+    "epilogue": epilogue_forms(256, 256, 256),
+    "int4": int4_forms(1024, 1024),
+    "conv": conv_forms(32, 32, 28),
+}
+SYMBOLS = {"int4": {"seq": 32}}
+GOAL = 1.25
+
+
+def tuned_latency(document: dict[str, Any], symbols: dict[str, int], trials: int) -> float:
+    signature = TaskSignature.model_validate({"version": 1, **document})
+    with tempfile.TemporaryDirectory(prefix="tunehub-forms-") as tmp:
+        sessions = scratch_database(Path(tmp))
+        with LocalExecutor() as executor:
+            target = executor.resolve(Target(kind="cpu"))
+            summary, _ = tune(
+                sessions, executor, signature, target, trials=trials, symbols=symbols, threads=1
+            )
+    if summary.best is None:
+        raise SystemExit(f"{document['name']}: no verified kernel ({summary.failures})")
+    return summary.best.latency_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--only", nargs="+", choices=sorted(FAMILIES))
+    args = parser.parse_args()
+    lines = ["| family | form | tuned | vs the family's fastest |", "|---|---|---|---|"]
+    spreads = []
+    for family in args.only or FAMILIES:
+        times = {
+            name: tuned_latency(document, SYMBOLS.get(family, {}), args.trials)
+            for name, document in FAMILIES[family].items()
+        }
+        fastest = min(times.values())
+        spreads.append((family, max(times.values()) / fastest))
+        for name, seconds in times.items():
+            lines.append(
+                f"| {family} | {name} | {seconds * 1e3:.4f} ms | {seconds / fastest:.2f}x |"
+            )
+            print(lines[-1], flush=True)
+    lines.append("")
+    for family, spread in spreads:
+        verdict = "within" if spread <= GOAL else "beyond"
+        lines.append(f"- {family}: slowest form {spread:.2f}x the fastest ({verdict} {GOAL}x)")
+    day = datetime.date.today().isoformat()
+    header = (
+        f"# Equivalent forms tuned side by side, {day}\n\n"
+        f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
+        f"`python bench/forms.py --trials {args.trials}` (one thread each).\n\n"
+    )
+    out = ROOT / "docs" / "benchmarks" / f"forms-{day}.md"
+    out.write_text(header + "\n".join(lines) + "\n")
+    print("\n".join(lines[-len(spreads) :]))
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""What the compiler asks of a target kind: its language and renderer, its stage schedules,
+how a fused row group is laid out, the kernel it packages, and its device features.
+
+Each kind's `compiler` facet (`tunehub.targets.<kind>.compiler.BACKEND`, found through
+`schemas.target.kinds`) implements this; the compiler never tests a kind by name.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from tunehub.compiler.analysis import Stage
+from tunehub.compiler.ir import Expr
+from tunehub.compiler.kernel import Kernel, KernelArg
+from tunehub.compiler.loop import Function, Stmt
+from tunehub.schemas.target import Target, kind_of
+
+if TYPE_CHECKING:
+    from tunehub.compiler.cost_model.cost_model import Estimate
+    from tunehub.compiler.render.cstyle import CStyleRenderer
+    from tunehub.compiler.schedule.stage import Context, Schedule
+
+# Lowers the member stages of a fused row group at a row's index expressions.
+RowBodies = Callable[[tuple[Expr, ...]], list[Stmt]]
+
+
+class CompilerBackend(ABC):
+    """One target kind, as the compiler sees it: `schedules` per stage class (`analysis.KINDS`),
+    and the `fallback` that computes any stage (every schedule's naive config lowers to it)."""
+
+    language: str  # the kernels' language: `Kernel.language`, and the artifact's
+    renderer: type[CStyleRenderer]
+    schedules: Mapping[str, Schedule]
+    fallback: Schedule
+
+    def schedule(self, stage: Stage) -> Schedule:
+        """The schedule of `stage`'s class on this kind (the fallback where none fits)."""
+        return self.schedules.get(stage.kind, self.fallback)
+
+    @abstractmethod
+    def fused_rows(self, ctx: Context, first: Stage, rows: int, members: RowBodies) -> Stmt:
+        """The statement computing a fused row group: its `rows` leading axes of `first`
+        iterated once, each row running every member stage (`members(index)`)."""
+
+    def kernel(self, fn: Function) -> Kernel:
+        """`fn` rendered, with its calling convention (the C ABI of `compiler.kernel`)."""
+        return Kernel(self.language, self.renderer().render(fn), fn.name, arguments(fn), fn.symbols)
+
+    def device_features(
+        self, fn: Function, target: Target, symbols: Mapping[str, int]
+    ) -> dict[str, float]:
+        """The device columns of a feature vector (`features.DEVICE_FEATURES`) this kind
+        can estimate from the loop IR; the rest stay 0."""
+        return {}
+
+    def zero_data_estimate(self) -> Estimate | None:
+        """A latency estimate the search may rank candidates by before any timing of this
+        kind exists (the roofline of a CPU core); None where none is validated."""
+        return None
+
+
+def arguments(fn: Function) -> tuple[KernelArg, ...]:
+    args = tuple(KernelArg(b.name, b.shape, b.dtype, "input") for b in fn.inputs)
+    return args + tuple(KernelArg(b.name, b.shape, b.dtype, "output") for b in fn.outputs)
+
+
+def compiler_backend(target: Target | str) -> CompilerBackend:
+    """The compiler facet of a target (or of a kind, by name)."""
+    backend: CompilerBackend = kind_of(target if isinstance(target, str) else target.kind).facet(
+        "compiler"
+    )
+    return backend
+
+
+def schedule_for(stage: Stage, target: Target) -> Schedule:
+    """The schedule of `stage` on `target`."""
+    return compiler_backend(target).schedule(stage)
+
+
+def render(fn: Function, kind: str = "cpu") -> str:
+    """Source text of `fn` in the language of target kind `kind`."""
+    return compiler_backend(kind).renderer().render(fn)

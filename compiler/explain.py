@@ -1,0 +1,125 @@
+"""What the compiler makes of a signature on a target, in words: the stages the analysis found
+(which computes became loads of others, which stores of others), the schedule each gets and
+why, every knob with its values and meaning, and the size of the space. For `tunehub
+explain` and `tunehub validate --verbose`: a user sees why a kernel is as fast as it is, or
+why a stage only got a fallback space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tunehub.compiler.analysis import Analysis, Stage
+from tunehub.compiler.backend import schedule_for
+from tunehub.compiler.ir import Program, loads
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.program import FUSE_DOC
+from tunehub.compiler.space.space import Knob
+from tunehub.schemas.target import Target
+
+
+@dataclass(frozen=True)
+class KnobLine:
+    name: str  # as in a config: `s0.mr`, `g0.fuse`
+    values: tuple[Knob, ...]
+    default: Knob
+    meaning: str
+
+
+@dataclass(frozen=True)
+class StageLine:
+    index: int
+    kind: str
+    anchor: str
+    inlined: tuple[str, ...]  # computes evaluated where this stage reads them (its prologue)
+    epilogue: tuple[str, ...]  # computes applied as this stage stores (its epilogue)
+    stored_in: str  # the output it writes, or "workspace" for an intermediate
+    schedule: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    target: Target
+    stages: tuple[StageLine, ...]
+    groups: tuple[str, ...]  # each fusable row group, in words
+    knobs: tuple[KnobLine, ...]
+
+    @property
+    def space_size(self) -> int:
+        """Configs in the space before its constraints: the product of the knobs' choices."""
+        return math.prod(len(k.values) for k in self.knobs)
+
+
+def explain(program: Program, target: Target) -> Explanation:
+    space = space_for(program, target)
+    analysis = space.analysis
+    default = space.default()
+    knobs = [
+        KnobLine(name, values, default[name], _meaning(analysis, target, name))
+        for name, values in space.knobs.items()
+    ]
+    stages = tuple(_stage_line(program, analysis, stage, target) for stage in analysis.stages)
+    groups = tuple(
+        f"g{n}: stages {g.first}..{g.last} share {g.rows} row axes"
+        for n, g in enumerate(analysis.groups)
+    )
+    return Explanation(target, stages, groups, tuple(knobs))
+
+
+def _stage_line(program: Program, analysis: Analysis, stage: Stage, target: Target) -> StageLine:
+    schedule = schedule_for(stage, target)
+    return StageLine(
+        index=stage.index,
+        kind=stage.kind,
+        anchor=stage.anchor.name,
+        inlined=_inlined_into(program, analysis, stage),
+        epilogue=tuple(c.name for c in stage.epilogue),
+        stored_in=stage.buffer if stage.output else "workspace",
+        schedule=type(schedule).__name__,
+        why=schedule.why(stage, target),
+    )
+
+
+def _inlined_into(program: Program, analysis: Analysis, stage: Stage) -> tuple[str, ...]:
+    """The computes the analysis inlined that this stage's anchor or epilogues read, directly
+    or through other inlined computes."""
+    kept = {s.anchor.name for s in analysis.stages}
+    kept |= {c.name for s in analysis.stages for c in s.epilogue}
+    computes = {c.name: c for c in program.computes}
+    found: list[str] = []
+    todo = [stage.anchor.name, *(c.name for c in stage.epilogue)]
+    while todo:
+        for load in loads(computes[todo.pop()].body):
+            if load.tensor in computes and load.tensor not in kept and load.tensor not in found:
+                found.append(load.tensor)
+                todo.append(load.tensor)
+    return tuple(sorted(found, key=list(computes).index))
+
+
+def _meaning(analysis: Analysis, target: Target, name: str) -> str:
+    prefix, _, knob = name.partition(".")
+    if prefix.startswith("g"):
+        return FUSE_DOC
+    stage = analysis.stages[int(prefix[1:])]
+    return schedule_for(stage, target).knob_docs.get(knob, "")
+
+
+def render_text(explanation: Explanation) -> list[str]:
+    """The explanation as lines of text."""
+    lines = [f"target {explanation.target}"]
+    for s in explanation.stages:
+        lines.append(f"stage {s.index}: {s.kind} {s.anchor} -> {s.stored_in}")
+        if s.inlined:
+            lines.append(f"  inlined where read: {', '.join(s.inlined)}")
+        if s.epilogue:
+            lines.append(f"  applied as stored: {', '.join(s.epilogue)}")
+        lines.append(f"  schedule {s.schedule}: {s.why}")
+    lines += [f"group {g}" for g in explanation.groups]
+    lines.append(f"knobs ({len(explanation.knobs)}; {explanation.space_size:,} configs):")
+    width = max((len(k.name) for k in explanation.knobs), default=0)
+    for k in explanation.knobs:
+        values = ", ".join(str(v) for v in k.values)
+        lines.append(f"  {k.name:<{width}}  {k.meaning} [{values}; default {k.default}]")
+    return lines

@@ -1,0 +1,317 @@
+"""Group a graph's ops into kernels as a fusing compiler would, and write each group as a
+task signature whose computes are its ops' computes, in order.
+
+The groups follow the usual rules (TVM's FuseOps, XLA's fusion, Inductor's), in this order:
+
+1. a contraction (matmul, gemm, linear, conv2d, MatMulNBits) takes its prologue, the casts
+   of its inputs and whatever is computed from weights alone (an int4 weight's unpacking and
+   dequantization), and its elementwise epilogue (bias, activation, residual add, cast);
+2. a row op (softmax, layer norm, rms norm, a reduction) takes the elementwise ops before
+   it and after it, and further reductions over the same rows, so that a norm written as
+   pow/mean/add/sqrt/div/mul, or a layer norm written as two means, is one kernel;
+3. the elementwise ops left form chains (a GELU written as div/erf/add/mul/mul is one).
+
+An op joins a group only if the group stays convex (no path leaves it and comes back: the
+kernels must run in some order) and within a signature's limits (32 inputs, 32 computes, 8
+outputs). A group's inputs are the values it reads and does not compute; its outputs, the
+values it computes that another group or the model reads. The signatures keep the model's
+arithmetic as written: normalizing forms is the compiler's work, not the frontend's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from tunehub.frontends.computes import Call, Operand, Unsupported
+from tunehub.frontends.computes import number as literal_text
+from tunehub.frontends.errors import reason
+from tunehub.frontends.graph import Graph, Op
+from tunehub.frontends.names import Names, identifier
+from tunehub.frontends.ops import CONTRACTION, INJECTIVE, KINDS, ROW
+from tunehub.frontends.taskset import Found, Skipped, Source, elements, flops_at, signature_flops
+from tunehub.schemas.signature import ComputeDecl, TaskSignature, TensorDecl
+
+MAX_INPUTS, MAX_COMPUTES, MAX_OUTPUTS = 32, 32, 8
+_SINK = -1  # the post-dominator of an op whose value leaves the mapped ops
+
+
+def extract(graph: Graph) -> tuple[list[Found], list[Skipped]]:
+    """The graph's tasks, one per group, and its ops left out (those already skipped and
+    those no kind could write as computes)."""
+    at = flops_at(graph.symbols)
+    skipped = list(graph.skipped)
+    read_outside = {*graph.outputs, *graph.skipped_reads}  # values a kernel must write
+    mappable: list[Op] = []
+    flops: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for op in graph.ops:
+        try:
+            computes = _emit(graph, op, Names(), {})
+        except (Unsupported, ValidationError) as exc:
+            elems = elements(graph.values[op.output].shape, at)
+            skipped.append(Skipped(op.name, op.op_type, reason(exc), elems))
+            read_outside.update(v for v in op.inputs if v is not None)
+            continue
+        flops[op.name], counts[op.name] = signature_flops(computes, at), len(computes)
+        mappable.append(op)
+    found = []
+    fused = _Fusion(graph, mappable, counts, read_outside)
+    for group in fused.groups():
+        sources = [Source(op.name, op.op_type, flops[op.name]) for op in group]
+        try:
+            signature = _signature(graph, group, fused.outputs(group))
+        except (Unsupported, ValidationError) as exc:
+            why = f"its group cannot be written as a signature: {reason(exc)}"
+            skipped += [Skipped(s.name, s.op_type, why, s.flops) for s in sources]
+            continue
+        found.append(Found(signature, sources))
+    return found, skipped
+
+
+@dataclass
+class _Fusion:
+    """The grouping of one graph's mappable ops (in topological order)."""
+
+    graph: Graph
+    ops: list[Op]
+    computes: dict[str, int]  # per op (by name): how many computes it writes
+    read_outside: set[str]  # values the model returns or an op left out reads
+    group_of: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.position = {op.name: n for n, op in enumerate(self.ops)}
+        self.producer = {op.output: n for n, op in enumerate(self.ops)}
+        self.consumers: dict[str, list[int]] = {}
+        for n, op in enumerate(self.ops):
+            for value in dict.fromkeys(v for v in op.inputs if v is not None):
+                self.consumers.setdefault(value, []).append(n)
+        # Ancestors and descendants of each op as bit sets, for the convexity test.
+        self.ancestors = [0] * len(self.ops)
+        for n in range(len(self.ops)):
+            for p in self._producers(n):
+                self.ancestors[n] |= self.ancestors[p] | 1 << p
+        self.descendants = [0] * len(self.ops)
+        for n in reversed(range(len(self.ops))):
+            for c in self._users(n):
+                self.descendants[n] |= self.descendants[c] | 1 << c
+        # Each op's immediate post-dominator: the first op every path from it goes through
+        # (_SINK when a path leaves the mapped ops: the model's outputs, an op left out).
+        self.post: list[int] = [_SINK] * len(self.ops)
+        self.depth = {_SINK: 0}
+        for n in reversed(range(len(self.ops))):
+            users = self._users(n)
+            meet = _SINK if not users or self._outside(self.ops[n].output) else users[0]
+            for user in users[1:]:
+                meet = self._meet(meet, user)
+            self.post[n], self.depth[n] = meet, self.depth[meet] + 1
+        # Values computed from weights alone: a contraction's prologue may take them.
+        self.from_weights = {name for name, v in self.graph.values.items() if v.constant}
+        for op in self.ops:
+            inputs = [v for v in op.inputs if v is not None]
+            if self._fusion(op) == INJECTIVE and all(v in self.from_weights for v in inputs):
+                self.from_weights.add(op.output)
+
+    def groups(self) -> list[list[Op]]:
+        """Contractions first, then row ops, then elementwise chains, each seeding a group
+        that grows as far as the rules allow; every group in topological order."""
+        groups: list[list[Op]] = []
+        for fusion in (CONTRACTION, ROW, INJECTIVE):
+            for seed, op in enumerate(self.ops):
+                if seed not in self.group_of and self._fusion(op) == fusion:
+                    members = self._grow(seed, len(groups))
+                    groups.append([self.ops[n] for n in sorted(members)])
+        return sorted(groups, key=lambda group: self.position[group[0].name])
+
+    def outputs(self, group: list[Op]) -> list[str]:
+        """The values `group` computes that the model, an op left out or another group reads
+        (or nothing reads: a value the model drops still has to be written somewhere)."""
+        inside = {self.producer[op.output] for op in group}
+        return [op.output for op in group if self._escapes(op.output, inside)]
+
+    def _grow(self, seed: int, group: int) -> set[int]:
+        """The group of `seed`: its prologue and epilogue, taken until neither grows."""
+        members, anchor = {seed}, self.ops[seed]
+        grown = True
+        while grown:
+            taken: set[int] = set()
+            for n in sorted({p for m in members for p in self._producers(m)} - members):
+                if self._prologue(n, members | taken, anchor):
+                    taken.add(n)
+            for m in sorted(members | taken):
+                taken |= self._epilogue(m, members | taken, anchor)
+            members |= taken
+            grown = bool(taken)
+        for m in members:
+            self.group_of[m] = group
+        return members
+
+    def _prologue(self, n: int, members: set[int], anchor: Op) -> bool:
+        """Whether producer `n` joins: an elementwise op all of whose readers are in the
+        group; before a contraction, only a cast or what is computed from weights alone."""
+        op, users = self.ops[n], self._users(n)
+        if n in self.group_of or self._fusion(op) != INJECTIVE or self._outside(op.output):
+            return False
+        if not users or any(u not in members for u in users):
+            return False
+        weights = op.kind == "cast" or op.output in self.from_weights
+        if self._fusion(anchor) == CONTRACTION and not weights:
+            return False
+        return self._convex(members | {n}) and self._fits(members | {n})
+
+    def _epilogue(self, m: int, members: set[int], anchor: Op) -> set[int]:
+        """The ops on every path from member `m` to its post-dominator, that one included,
+        if all may join: elementwise ops, or (in a row group) reductions over its rows."""
+        end = self.post[m]
+        if end == _SINK or end in members:
+            return set()
+        path = set(_bits(self.descendants[m] & self.ancestors[end] | 1 << end)) - members
+        for n in path:
+            op = self.ops[n]
+            same_rows = op.kind == "reduce" and self._rows(op) == self._rows(anchor)
+            if n in self.group_of or not (self._fusion(op) == INJECTIVE or same_rows):
+                return set()
+        if not (self._convex(members | path) and self._fits(members | path)):
+            return set()
+        return path
+
+    def _meet(self, a: int, b: int) -> int:
+        """The nearest common post-dominator of ops `a` and `b`."""
+        while a != b:
+            if self.depth[a] >= self.depth[b]:
+                a = self.post[a] if a != _SINK else a
+            else:
+                b = self.post[b]
+        return a
+
+    def _convex(self, members: set[int]) -> bool:
+        inside = sum(1 << m for m in members)
+        above = below = 0
+        for m in members:
+            above |= self.ancestors[m]
+            below |= self.descendants[m]
+        return not (above & below & ~inside)
+
+    def _fits(self, members: set[int]) -> bool:
+        group = [self.ops[m] for m in sorted(members)]
+        produced = {op.output for op in group}
+        inputs = {
+            v
+            for op in group
+            for v in op.inputs
+            if v is not None and v not in produced and self.graph.values[v].literal is None
+        }
+        return (
+            len(inputs) <= MAX_INPUTS
+            and len(self.outputs(group)) <= MAX_OUTPUTS
+            and sum(self.computes[op.name] for op in group) <= MAX_COMPUTES
+        )
+
+    def _escapes(self, value: str, inside: set[int]) -> bool:
+        users = self.consumers.get(value, [])
+        return self._outside(value) or not users or any(u not in inside for u in users)
+
+    def _outside(self, value: str) -> bool:
+        return value in self.read_outside
+
+    def _producers(self, n: int) -> list[int]:
+        return [self.producer[v] for v in self.ops[n].inputs if v in self.producer]
+
+    def _users(self, n: int) -> list[int]:
+        return self.consumers.get(self.ops[n].output, [])
+
+    def _fusion(self, op: Op) -> str:
+        return KINDS[op.kind].fusion
+
+    def _rows(self, op: Op) -> tuple[tuple[int | str, ...], ...] | None:
+        """A row op's rows: its input's kept and reduced extents."""
+        if self._fusion(op) != ROW or op.inputs[0] is None:
+            return None
+        shape, reduced = self.graph.values[op.inputs[0]].shape, op.attrs["axes"]
+        kept = tuple(e for d, e in enumerate(shape) if d not in reduced)
+        return kept, tuple(shape[d] for d in reduced)
+
+
+def _bits(mask: int) -> list[int]:
+    """The positions of the bits set in `mask`, lowest first."""
+    found = []
+    while mask:
+        low = mask & -mask
+        found.append(low.bit_length() - 1)
+        mask ^= low
+    return found
+
+
+def _emit(graph: Graph, op: Op, names: Names, known: dict[str, str]) -> list[ComputeDecl]:
+    """The computes of `op`, its operands read under their names in `known` (a value not
+    there is named now: a dry run needs no group)."""
+
+    def operand(value: str | None) -> Operand | None:
+        if value is None:
+            return None
+        v = graph.values[value]
+        text = None if v.literal is None else literal_text(v.literal)
+        if text is not None:
+            return Operand("", v.shape, v.dtype, text)
+        if value not in known:
+            known[value] = names.take(value)
+        return Operand(known[value], v.shape, v.dtype)
+
+    def temp(suffix: str) -> str:
+        return names.take(f"{op.output}_{suffix}")
+
+    out = graph.values[op.output]
+    known[op.output] = names.take(op.output)
+    call = Call(
+        operands=tuple(operand(v) for v in op.inputs),
+        out=Operand(known[op.output], out.shape, out.dtype),
+        attrs=op.attrs,
+        temp=temp,
+    )
+    return KINDS[op.kind].emit(call)
+
+
+def _signature(graph: Graph, group: list[Op], outputs: list[str]) -> TaskSignature:
+    """The signature of one group: its inputs in the order first read, its ops' computes in
+    order, the symbols its shapes use."""
+    names = Names()
+    for symbol in graph.symbols:
+        names.take(symbol)
+    produced = {op.output for op in group}
+    known: dict[str, str] = {}
+    inputs: list[TensorDecl] = []
+    for op in group:
+        for value in op.inputs:
+            v = None if value is None else graph.values[value]
+            if v is None or value in produced or value in known:
+                continue
+            if v.literal is not None and literal_text(v.literal) is not None:
+                continue
+            known[v.name] = names.take(v.name)
+            decl = {"name": known[v.name], "shape": list(v.shape), "dtype": v.dtype}
+            inputs.append(TensorDecl.model_validate(decl))
+    computes = [decl for op in group for decl in _emit(graph, op, names, known)]
+    extents = [e for decl in inputs for e in decl.shape]
+    extents += [e for decl in computes for e in decl.shape]
+    extents += [e for decl in computes if decl.reduce for e in decl.reduce.axes.values()]
+    return TaskSignature(
+        name=_name(group),
+        symbols={name: decl for name, decl in graph.symbols.items() if name in extents},
+        inputs=inputs,
+        computes=computes,
+        outputs=[known[value] for value in outputs],
+    )
+
+
+def _name(group: list[Op]) -> str:
+    """A name for people: the anchor's kind, then the others' (`rms_norm` and `layer_norm`
+    for those written as chains)."""
+    kinds = [op.kind for op in group]
+    anchors = [op for op in group if KINDS[op.kind].fusion != INJECTIVE]
+    means = [op for op in anchors if op.kind == "reduce" and op.attrs.get("op") == "mean"]
+    if means and len(anchors) == len(means) and {"sqrt", "rsqrt"} & set(kinds):
+        return "rms_norm" if len(means) == 1 else "layer_norm"
+    first = anchors[0].kind if anchors else kinds[0]
+    rest = [kind for kind in dict.fromkeys(kinds) if kind != first]
+    return identifier("_".join([first, *rest]))

@@ -1,0 +1,245 @@
+"""The op kinds the graph frontends map models onto: each kind's fusion class, which
+`fusion` groups by, and the computes it writes.
+
+One place knows how a matmul, a softmax or a broadcasting add reads in the signature
+language, whichever format the op came from: `onnx_model` and `torch_export` only name the
+kind and its parameters. The classes:
+
+- contraction: matmul, gemm, linear, conv2d, matmul_nbits (int4 weight-only);
+- row: softmax (log_softmax with `log`), layer_norm, rms_norm, reduce (a reduction over
+  `axes`);
+- injective: elementwise ops, casts, dequantize, transposes, reshapes and broadcasts, whose
+  computes are written here; the others' are in `reductions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tunehub.frontends import reductions
+from tunehub.frontends.computes import (
+    Call,
+    Operand,
+    Unsupported,
+    axes,
+    cast,
+    compute,
+    is_float,
+    number,
+)
+from tunehub.schemas.signature import ComputeDecl, Extent
+
+CONTRACTION, ROW, INJECTIVE = "contraction", "row", "injective"
+
+
+@dataclass(frozen=True)
+class Kind:
+    fusion: str
+    emit: Callable[[Call], list[ComputeDecl]]
+
+
+# Elementwise ops: templates over the operands `a`, `b`, `c` (each read with broadcasting)
+# and the op's numeric attributes.
+
+_ELEMENTWISE = {
+    "identity": "{a}",  # a copy, or a broadcast to a larger shape (torch's expand)
+    "relu": "max({a}, 0)",
+    "sigmoid": "sigmoid({a})",
+    "tanh": "tanh({a})",
+    "exp": "exp({a})",
+    "log": "log({a})",
+    "sqrt": "sqrt({a})",
+    "rsqrt": "rsqrt({a})",
+    "erf": "erf({a})",
+    "abs": "abs({a})",
+    "floor": "floor({a})",
+    "ceil": "ceil({a})",
+    "neg": "(-{a})",
+    "not": "(not {a})",
+    "bitwise_not": "(~{a})",
+    "reciprocal": "(1.0 / {a})",
+    "silu": "({a} * sigmoid({a}))",
+    "gelu": "(0.5 * {a} * (1.0 + erf({a} * 0.7071067811865476)))",
+    "gelu_tanh": (
+        "(0.5 * {a} * (1.0 + tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a}))))"
+    ),
+    "leaky_relu": "where({a} >= 0, {a}, {alpha} * {a})",
+    "clip": "min(max({a}, {low}), {high})",
+    "mul": "({a} * {b})",
+    "pow": "pow({a}, {b})",
+    "max": "max({a}, {b})",
+    "min": "min({a}, {b})",
+    "bitwise_and": "({a} & {b})",
+    "bitwise_or": "({a} | {b})",
+    "bitwise_xor": "({a} ^ {b})",
+    "shift_left": "({a} << {b})",
+    "shift_right": "({a} >> {b})",
+    "equal": "({a} == {b})",
+    "not_equal": "({a} != {b})",
+    "less": "({a} < {b})",
+    "less_equal": "({a} <= {b})",
+    "greater": "({a} > {b})",
+    "greater_equal": "({a} >= {b})",
+    "and": "({a} and {b})",
+    "or": "({a} or {b})",
+    "where": "where({a}, {b}, {c})",
+}
+
+
+def _elementwise(template: str) -> Callable[[Call], list[ComputeDecl]]:
+    def emit(call: Call) -> list[ComputeDecl]:
+        out = call.out
+        point = axes(len(out.shape))
+        reads = {
+            letter: operand.read(point, out.shape)
+            for letter, operand in zip("abc", call.operands, strict=False)
+            if operand is not None
+        }
+        params = {key: number(value) for key, value in call.attrs.items()}
+        return [compute(out.name, out.shape, out.dtype, template.format(**reads, **params))]
+
+    return emit
+
+
+def _div(call: Call) -> list[ComputeDecl]:
+    """True division of floats; integer division (truncating, as ONNX's and C's) of
+    integers into an integer output."""
+    a, b, out = call.operand(0), call.operand(1), call.out
+    point = axes(len(out.shape))
+    ta, tb = a.read(point, out.shape), b.read(point, out.shape)
+    if not is_float(out.dtype):
+        return [compute(out.name, out.shape, out.dtype, f"({ta} // {tb})")]
+    if not (is_float(a.dtype) or is_float(b.dtype)):
+        ta, tb = cast(ta, a.dtype, out.dtype), cast(tb, b.dtype, out.dtype)
+    return [compute(out.name, out.shape, out.dtype, f"({ta} / {tb})")]
+
+
+def _cast(call: Call) -> list[ComputeDecl]:
+    a, out = call.operand(0), call.out
+    text = a.read(axes(len(out.shape)), out.shape)
+    return [compute(out.name, out.shape, out.dtype, cast(text, a.dtype, out.dtype))]
+
+
+def _scaled(operator: str) -> Callable[[Call], list[ComputeDecl]]:
+    """`a + alpha * b` or `a - alpha * b` (torch's add and sub take an `alpha`, 1 mostly)."""
+
+    def emit(call: Call) -> list[ComputeDecl]:
+        alpha = call.attrs.get("alpha", 1)
+        scaled = "{b}" if alpha == 1 else "{alpha} * {b}"
+        return _elementwise(f"({{a}} {operator} {scaled})")(call)
+
+    return emit
+
+
+def _transpose(call: Call) -> list[ComputeDecl]:
+    """`out[i0, i1, ...] = x[...]` with output dimension d read from input dimension
+    `perm[d]`."""
+    x, out, perm = call.operand(0), call.out, call.attrs["perm"]
+    point = axes(len(out.shape))
+    indices = [""] * len(perm)
+    for d, source in enumerate(perm):
+        indices[source] = point[d]
+    return [compute(out.name, out.shape, out.dtype, x.at(indices))]
+
+
+def _reshape(call: Call) -> list[ComputeDecl]:
+    """A reshape, squeeze, unsqueeze, flatten or view: the output reads the input at the same
+    row-major position, each run of dimensions with equal products mapped with `//` and `%`."""
+    x, out = call.operand(0), call.out
+    point = axes(len(out.shape))
+    indices = ["0"] * len(x.shape)
+    for ins, outs in _regroup(x.shape, out.shape):
+        flat = ""
+        for d in outs:
+            flat = f"({flat} * {out.shape[d]} + {point[d]})" if flat else point[d]
+        flat = flat or "0"
+        stride = 1
+        for position in reversed(range(len(ins))):
+            index = flat if stride == 1 else f"{flat} // {stride}"
+            if position > 0:  # `flat` is one token or parenthesized: `//` and `%` chain left
+                index = f"{index} % {x.shape[ins[position]]}"
+            indices[ins[position]] = index
+            stride *= x.shape[ins[position]]  # type: ignore[assignment]
+    return [compute(out.name, out.shape, out.dtype, x.at(indices))]
+
+
+def _regroup(
+    source: Sequence[Extent], target: Sequence[Extent]
+) -> list[tuple[list[int], list[int]]]:
+    """The runs of dimensions of `source` and `target` with equal products, in order (a run
+    may be empty on one side for extent-1 dimensions). A symbol only matches itself."""
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(source) or j < len(target):
+        a = source[i] if i < len(source) else None
+        b = target[j] if j < len(target) else None
+        if a == 1 and b != 1:
+            groups.append(([i], []))
+            i += 1
+        elif b == 1 and a != 1:
+            groups.append(([], [j]))
+            j += 1
+        elif isinstance(a, int) and isinstance(b, int):
+            ins, outs, size_in, size_out = [i], [j], a, b
+            i, j = i + 1, j + 1
+            while size_in != size_out:
+                more_in = source[i] if i < len(source) else None
+                more_out = target[j] if j < len(target) else None
+                if size_in < size_out and isinstance(more_in, int):
+                    size_in, i = size_in * more_in, i + 1
+                    ins.append(i - 1)
+                elif size_out < size_in and isinstance(more_out, int):
+                    size_out, j = size_out * more_out, j + 1
+                    outs.append(j - 1)
+                else:
+                    raise Unsupported(f"cannot reshape {list(source)} to {list(target)}")
+            groups.append((ins, outs))
+        elif a is not None and a == b:  # the same symbol
+            groups.append(([i], [j]))
+            i, j = i + 1, j + 1
+        else:
+            raise Unsupported(f"cannot reshape {list(source)} to {list(target)}")
+    return groups
+
+
+def _dequantize(call: Call) -> list[ComputeDecl]:
+    """ONNX's DequantizeLinear: `(x - zero_point) * scale`, the scale (and zero point) per
+    tensor, per `axis`, or per block of `block_size` along it."""
+    x, scale, zero, out = call.operand(0), call.operand(1), call.optional(2), call.out
+    point = axes(len(out.shape))
+    axis, block = call.attrs.get("axis", 1), call.attrs.get("block_size", 0)
+
+    def per_axis(operand: Operand) -> str:
+        if operand.literal is not None or operand.shape == (1,):
+            return operand.at(["0"])
+        if block:
+            return operand.at([f"{p} // {block}" if d == axis else p for d, p in enumerate(point)])
+        return operand.at([point[axis]])
+
+    level = cast(x.at(point), x.dtype, "float32")
+    if zero is not None:
+        level = f"({level} - {cast(per_axis(zero), zero.dtype, 'float32')})"
+    value = f"{level} * {cast(per_axis(scale), scale.dtype, 'float32')}"
+    return [compute(out.name, out.shape, out.dtype, value)]
+
+
+KINDS: dict[str, Kind] = {
+    **{name: Kind(INJECTIVE, _elementwise(t)) for name, t in _ELEMENTWISE.items()},
+    "add": Kind(INJECTIVE, _scaled("+")),
+    "sub": Kind(INJECTIVE, _scaled("-")),
+    "div": Kind(INJECTIVE, _div),
+    "cast": Kind(INJECTIVE, _cast),
+    "transpose": Kind(INJECTIVE, _transpose),
+    "reshape": Kind(INJECTIVE, _reshape),
+    "dequantize": Kind(INJECTIVE, _dequantize),
+    "matmul": Kind(CONTRACTION, reductions.matmul),
+    "gemm": Kind(CONTRACTION, reductions.gemm),
+    "linear": Kind(CONTRACTION, reductions.linear),
+    "conv2d": Kind(CONTRACTION, reductions.conv2d),
+    "matmul_nbits": Kind(CONTRACTION, reductions.matmul_nbits),
+    "softmax": Kind(ROW, reductions.softmax),
+    "layer_norm": Kind(ROW, reductions.layer_norm),
+    "rms_norm": Kind(ROW, reductions.rms_norm),
+    "reduce": Kind(ROW, reductions.reduction),
+}

@@ -1,0 +1,69 @@
+"""Loading a CPU kernel: a shared library called through ctypes with numpy arrays.
+
+The C ABI (`runtime.abi`): `int ENTRY(inputs..., outputs..., int64_t symbols...)`, row-major
+contiguous buffers, float16/bfloat16 as their 16-bit patterns (numpy float16 and
+ml_dtypes.bfloat16 arrays have exactly that layout), a non-zero return on failure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tunehub.runtime.arguments import Arguments, numpy_dtype
+from tunehub.runtime.backend import RuntimeBackend
+
+
+class CompiledKernel:
+    """A loaded CPU kernel. Symbols are inferred from the inputs' shapes; pass them as keywords
+    only when they appear in no input shape (passing them anyway is allowed and checked)."""
+
+    def __init__(self, library: Path, metadata: dict[str, Any]) -> None:
+        self.metadata = metadata
+        self.entry: str = metadata["entry"]
+        self.arguments = Arguments(metadata)
+        self.inputs, self.outputs = self.arguments.inputs, self.arguments.outputs
+        self.symbols = self.arguments.symbols
+        self._lib = ctypes.CDLL(str(library))
+        self._fn = getattr(self._lib, self.entry)
+        self._fn.restype = ctypes.c_int
+        buffers = len(self.inputs) + len(self.outputs)
+        self._fn.argtypes = [ctypes.c_void_p] * buffers + [ctypes.c_int64] * len(self.symbols)
+
+    def __repr__(self) -> str:
+        return f"<CompiledKernel {self.entry}{self.arguments}>"
+
+    def __call__(self, *inputs: Any, **symbols: int) -> np.ndarray | tuple[np.ndarray, ...]:
+        """Run the kernel on `inputs` (in signature order); one output array, or a tuple.
+        A non-contiguous input is copied first."""
+        self.arguments.check_count(inputs)
+        arrays = [
+            x if isinstance(x, np.ndarray) else np.asarray(x, dtype=numpy_dtype(arg.dtype))
+            for arg, x in zip(self.inputs, inputs, strict=True)
+        ]
+        values = self.arguments.bind([(a.shape, a.dtype.name) for a in arrays], symbols)
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        outputs = [
+            np.empty(shape, dtype=numpy_dtype(arg.dtype))
+            for arg, shape in zip(self.outputs, self.arguments.output_shapes(values), strict=True)
+        ]
+        pointers = [a.ctypes.data_as(ctypes.c_void_p) for a in (*arrays, *outputs)]
+        status = self._fn(*pointers, *(values[s] for s in self.symbols))
+        if status != 0:
+            raise RuntimeError(f"kernel {self.entry} failed with status {status}")
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+class CpuRuntime(RuntimeBackend):
+    language = "c"
+    artifact = "kernel.so"
+    source = "kernel.c"
+
+    def load(self, artifact: Path, metadata: dict[str, Any]) -> CompiledKernel:
+        return CompiledKernel(artifact, metadata)
+
+
+BACKEND = CpuRuntime()

@@ -1,0 +1,532 @@
+"""The packed GEMM template of contraction stages: the plan (sides and axis groups) and its
+lowering to loop IR. `targets.cpu.schedule.contraction` owns the knobs and constraints; the
+module doc there describes the loop structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tunehub.compiler import dtypes
+from tunehub.compiler.analysis import Stage, replace_loads
+from tunehub.compiler.dtypes import INDEX
+from tunehub.compiler.ir import (
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Extent,
+    Load,
+    Var,
+    loads,
+    substitute,
+    walk,
+)
+from tunehub.compiler.loop import (
+    Assign,
+    Decl,
+    For,
+    If,
+    Prefetch,
+    Stmt,
+    Store,
+    add,
+    as_expr,
+    ceildiv,
+    const,
+    const_value,
+    minimum,
+    mul,
+    seq,
+    sub,
+    var,
+    vector,
+)
+from tunehub.compiler.schedule.plan import Group, Plan
+from tunehub.compiler.schedule.stage import Context, Loop, nest
+from tunehub.compiler.schedule.vectorize import depends, vector_of, vectorize
+from tunehub.compiler.simplify import simplified
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.target import Target
+from tunehub.targets.cpu.isa import vector_widths
+
+# k values packed per run where a side computes its values from k-contiguous reads: the
+# eight nibbles of an int4 weight word.
+PACK_RUN = 8
+
+
+def _transforms(side: Expr) -> bool:
+    """Whether a side computes its values (dequantizes) rather than widening one read."""
+    while isinstance(side, Cast):
+        side = side.x
+    return not isinstance(side, Load)
+
+
+def _k_inner(side: Expr, k_axes: tuple[str, ...], lane_axes: tuple[str, ...]) -> bool:
+    """Whether packing `side` should walk k innermost: its reads' last indices follow k and
+    not the panel's lane axes (row-major A[i, k], NT B[j, k], int4 W[n, k // 8])."""
+    last = [ld.indices[-1] for ld in loads(side) if ld.indices]
+    return any(depends(e, k_axes) for e in last) and not any(depends(e, lane_axes) for e in last)
+
+
+def lanes_of(target: Target, acc: str) -> int:
+    """Elements of `acc` per vector register (1 where the target has no vectors)."""
+    widths = vector_widths(target, acc)
+    return widths[-1] if widths else 1
+
+
+def unpacked_columns(stage: Stage, found: Plan, vec_side: str, nr: int, lanes: int) -> str | None:
+    """Why the vector side cannot be read in place (None if it can): its group must be one
+    axis of a constant extent that whole tiles cover, read with contiguous vector loads."""
+    axes = found.rhs_axes if vec_side == "rhs" else found.lhs_axes
+    if len(axes) != 1 or lanes == 1:
+        return "unpacked columns need a single column axis and vector registers"
+    (axis,) = axes
+    size = stage.shape[stage.axes.index(axis)]
+    if not isinstance(size, int) or size % nr:
+        return f"unpacked columns need whole {nr}-wide tiles across {axis} ({size})"
+    side = found.rhs if vec_side == "rhs" else found.lhs
+    if vectorize(side, axis, lanes) is None:
+        return f"unpacked columns need contiguous reads along {axis}"
+    return None
+
+
+# ----------------------------------------------------------------------------- the lowering
+
+
+def _eq(a: Expr, b: Expr) -> Expr:
+    return Binary("==", a, b, "bool")
+
+
+def _at(buf: str, offset: Expr, dtype: str) -> Expr:
+    """A read of `buf` at a flat element offset (a vector of them for a vector dtype)."""
+    return Load(buf, (offset,), dtype)
+
+
+class Template:
+    """Lowers one contraction stage under one config (see `contraction` for the knobs)."""
+
+    def __init__(
+        self, stage: Stage, found: Plan, config: Config, ctx: Context, rows: tuple[Expr, ...]
+    ) -> None:
+        self.stage, self.ctx, self.acc = stage, ctx, found.acc
+        self.lanes = lanes_of(ctx.target, found.acc)
+        self.vdt = vector(found.acc, self.lanes)
+        self.mr, self.nv = int(config["mr"]), int(config["nv"])
+        self.nr = self.nv * self.lanes
+        self.mb, self.nb = int(config["mb"]), int(config["nb"])
+        self.mc, self.nc = self.mb * self.mr, self.nb * self.nr
+        self.pack_rows = str(config["pack_rows"])
+        # A column axis an enclosing row loop fixes is read lane by lane: pack it.
+        reason = unpacked_columns(stage, found, str(config["vec_side"]), self.nr, self.lanes)
+        self.pack_cols = bool(config["pack_cols"]) or reason is not None or bool(rows)
+        self.parallel = 0 if rows else int(config["parallel"])
+        self.unroll = int(config["unroll"])
+        self.cols_outer = config["tile_order"] == "cols"
+        self.prefetch = int(config["prefetch"])
+        # Axes an enclosing loop already iterates (a fused row group) are fixed, not looped.
+        self.fixed = dict(zip(stage.axes, rows, strict=False))
+        self.fixed.update({a: const(0) for a in found.unit_axes if a not in self.fixed})
+        self.found = found
+        shape = {a: as_expr(e) for a, e in zip(stage.axes, stage.shape, strict=True)}
+        sides = {"lhs": (found.lhs_axes, found.lhs), "rhs": (found.rhs_axes, found.rhs)}
+        vec_side = str(config["vec_side"])
+        (row_axes, self.row_side) = sides["lhs" if vec_side == "rhs" else "rhs"]
+        (col_axes, self.col_side) = sides[vec_side]
+        free_rows = tuple(a for a in row_axes if a not in self.fixed)
+        free_cols = tuple(a for a in col_axes if a not in self.fixed)
+        self.row = Group(free_rows, tuple(shape[a] for a in free_rows))
+        self.col = Group(free_cols, tuple(shape[a] for a in free_cols))
+        reduce_axes = stage.anchor.reduce_axes
+        self.k = Group(
+            tuple(r.name for r in reduce_axes), tuple(as_expr(r.extent) for r in reduce_axes)
+        )
+        grouped = set(row_axes) | set(col_axes) | set(self.fixed)
+        self.batch = tuple((a, shape[a]) for a in stage.axes if a not in grouped)
+        k_total = const_value(self.k.extent)
+        kc = int(config["kc"])
+        self.kc = kc if kc and (k_total is None or kc < k_total) else 0  # 0: one k block
+        self.k_stride = const(self.kc) if self.kc else self.k.extent  # of packed panels
+
+    # ------------------------------------------------------------------ loops
+
+    def lower(self) -> Stmt:
+        index = dict(self.fixed)
+        outer = []
+        for axis, size in self.batch:
+            outer.append(Loop(self.ctx.fresh(axis), size))
+            index[axis] = var(outer[-1].var)
+        jc = Loop(self.ctx.fresh("jc"), ceildiv(self.col.extent, self.nc))
+        ic = Loop(self.ctx.fresh("ic"), ceildiv(self.row.extent, self.mc))
+        outer += [jc, ic]
+        outer[: self.parallel] = [
+            Loop(lp.var, lp.extent, "parallel") for lp in outer[: self.parallel]
+        ]
+        col0, row0 = mul(var(jc.var), const(self.nc)), mul(var(ic.var), const(self.mc))
+        return nest(outer, self._block(index, row0, col0))
+
+    def _block(self, index: dict[str, Expr], row0: Expr, col0: Expr) -> Stmt:
+        """One mc x nc block of the output: k blocks of packing and register tiles."""
+        ctx = self.ctx
+        nrows, ncols, depth = ctx.fresh("nrows"), ctx.fresh("ncols"), ctx.fresh("depth")
+        count = (var(nrows), var(ncols))
+        ext = self._panel_depth()
+        self.col_panels = (
+            ctx.scratch("packcols", self.acc, (self.nc, *ext), per_thread=True)
+            if self.pack_cols
+            else ""
+        )
+        self.row_panels = (
+            ctx.scratch("packrows", self.acc, (self.mc, *ext), per_thread=True)
+            if self.pack_rows != "none"
+            else ""
+        )
+        self.spill = ctx.scratch("tile", self.acc, (self.mr * self.nr,), per_thread=True)
+        self.partial = (
+            ctx.scratch("partial", self.acc, (self.mc * self.nc,), per_thread=True)
+            if self.kc
+            else ""
+        )
+        if self.kc:
+            pc = ctx.fresh("pc")
+            blocks = ceildiv(self.k.extent, self.kc)
+            k0 = mul(var(pc), const(self.kc))
+            first, last = _eq(var(pc), const(0)), _eq(var(pc), sub(blocks, const(1)))
+        else:
+            k0 = const(0)
+            first = last = Const(True, "bool")
+        q, p = ctx.fresh("q"), ctx.fresh("p")
+        panels = [Loop(q, ceildiv(var(ncols), self.nr)), Loop(p, ceildiv(var(nrows), self.mr))]
+        tiles = nest(
+            panels if self.cols_outer else panels[::-1],
+            self._tile(index, row0, col0, count, var(p), var(q), k0, var(depth), first, last),
+        )
+        packs = []
+        if self.pack_cols:
+            packs.append(
+                self._pack(
+                    self.col_panels,
+                    self.col_side,
+                    self.col,
+                    self.nr,
+                    col0,
+                    count[1],
+                    index,
+                    k0,
+                    var(depth),
+                )
+            )
+        if self.pack_rows != "none":
+            packs.append(
+                self._pack(
+                    self.row_panels,
+                    self.row_side,
+                    self.row,
+                    self.mr,
+                    row0,
+                    count[0],
+                    index,
+                    k0,
+                    var(depth),
+                    k_fastest=self.pack_rows == "rows",
+                )
+            )
+        k_block = seq(
+            Decl(depth, INDEX, init=minimum(self.k_stride, sub(self.k.extent, k0))),
+            *packs,
+            tiles,
+        )
+        if self.kc:
+            k_block = For(pc, blocks, k_block)
+        return seq(
+            Decl(nrows, INDEX, init=minimum(const(self.mc), sub(self.row.extent, row0))),
+            Decl(ncols, INDEX, init=minimum(const(self.nc), sub(self.col.extent, col0))),
+            k_block,
+        )
+
+    def _panel_depth(self) -> tuple[Extent, ...]:
+        """The k extent of a packed panel, as workspace extents (literals or symbol names)."""
+        if self.kc:
+            return (self.kc,)
+        return tuple(r.extent for r in self.stage.anchor.reduce_axes)
+
+    # ------------------------------------------------------------------ packing
+
+    def _pack(
+        self,
+        buf: str,
+        side: Expr,
+        group: Group,
+        tile: int,
+        start: Expr,
+        count: Expr,
+        index: dict[str, Expr],
+        k0: Expr,
+        depth: Expr,
+        k_fastest: bool = False,
+    ) -> Stmt:
+        """Evaluate `side` over `count` lanes of `group` from `start` and `depth` k values
+        from `k0` into zero-padded panels, lanes interleaved,
+        buf[(panel * k_stride + k) * tile + lane], or with `k_fastest` one run of k per lane,
+        buf[(panel * tile + lane) * k_stride + k] (a plain copy of row-major rows)."""
+        ctx = self.ctx
+        panel, kk, lane, width = ctx.fresh("pp"), ctx.fresh("pk"), ctx.fresh("pl"), ctx.fresh("pw")
+        first_lane = add(start, mul(var(panel), const(tile)))
+
+        def at(k: Expr) -> Expr:
+            if k_fastest:
+                return add(mul(add(mul(var(panel), const(tile)), var(lane)), self.k_stride), k)
+            return add(mul(add(mul(var(panel), self.k_stride), k), const(tile)), var(lane))
+
+        def value(k: Expr) -> Expr:
+            lane_index = group.index(add(first_lane, var(lane)))
+            return substitute(side, {**index, **lane_index, **self.k.index(add(k0, k))})
+
+        def packed(k: Expr) -> Stmt:
+            return Store(buf, (at(k),), value(k))
+
+        store = packed(var(kk))
+        offset = at(var(kk))
+        if k_fastest:
+            fill = nest([Loop(lane, var(width)), self._vector_loop(kk, depth)], store)
+        elif _k_inner(side, self.k.axes, group.axes) and _transforms(side):
+            fill = self._runs(buf, lane, var(width), depth, value, at)
+        elif _k_inner(side, self.k.axes, group.axes):
+            fill = nest([Loop(lane, var(width)), Loop(kk, depth)], store)
+        else:
+            fill = nest([Loop(kk, depth), self._vector_loop(lane, var(width))], store)
+        zero = Store(buf, (offset,), Const(0, self.acc))
+        pad = For(kk, depth, For(lane, sub(const(tile), var(width)), zero, start=var(width)))
+        lanes_left = minimum(const(tile), sub(count, mul(var(panel), const(tile))))
+        vectors = self._vectors(side, group, tile, first_lane, index, add(k0, var(kk)))
+        if vectors is None or k_fastest:
+            fill = seq(fill, If(Binary("<", var(width), const(tile), "bool"), pad))
+        else:  # whole panels by vector copies, the partial one lane by lane
+            row = add(mul(var(panel), self.k_stride), var(kk))
+            whole = seq(
+                Store(buf, (add(mul(row, const(tile)), const(n * self.lanes)),), value)
+                for n, value in enumerate(vectors)
+            )
+            fill = If(_eq(var(width), const(tile)), For(kk, depth, whole), seq(fill, pad))
+        return For(panel, ceildiv(count, tile), seq(Decl(width, INDEX, init=lanes_left), fill))
+
+    def _runs(
+        self,
+        buf: str,
+        lane: str,
+        width: Expr,
+        depth: Expr,
+        value: Callable[[Expr], Expr],
+        at: Callable[[Expr], Expr],
+    ) -> Stmt:
+        """A side that computes its values from k-contiguous reads (an int4 weight: eight
+        nibbles of one word along k) packed in runs of PACK_RUN k values per lane, each run
+        one vector computation (`vectorize.vector_of`: the word and the scale read once, the
+        shifts a vector constant) stored lane by lane into the panel; where the run does not
+        vectorize, value by value. k values past the last whole run one by one."""
+        kr, kk, run = self.ctx.fresh("pr"), self.ctx.fresh("pt"), self.ctx.fresh("pv")
+        ks = [add(mul(var(kr), const(PACK_RUN)), const(j)) for j in range(PACK_RUN)]
+        # Every name in a packed value is a loop variable, a symbol or a size: non-negative.
+        values = [
+            simplified(v, {e.name for e in walk(v) if isinstance(e, Var)}) for v in map(value, ks)
+        ]
+        vectorized = vector_of(values)
+        if vectorized is None:
+            body = seq(Store(buf, (at(k),), v) for k, v in zip(ks, values, strict=True))
+        else:
+            lanes = Var(run, vectorized.dtype)
+            stores = [
+                Store(buf, (at(k),), Call("lane", (lanes, const(j)), self.acc))
+                for j, k in enumerate(ks)
+            ]
+            body = seq(Decl(run, vectorized.dtype, init=vectorized), *stores)
+        runs = Binary("//", depth, const(PACK_RUN), INDEX)
+        whole = nest([Loop(kr, runs), Loop(lane, width)], body)
+        k_extent = const_value(self.k.extent)
+        if k_extent is not None and k_extent % PACK_RUN == 0 and self.kc % PACK_RUN == 0:
+            return whole  # every k block holds whole runs
+        done = mul(runs, const(PACK_RUN))
+        one = For(lane, width, Store(buf, (at(var(kk)),), value(var(kk))))
+        tail = For(kk, sub(depth, done), one, start=done)
+        return seq(whole, tail)
+
+    def _vectors(
+        self,
+        side: Expr,
+        group: Group,
+        tile: int,
+        first: Expr,
+        index: dict[str, Expr],
+        k: Expr,
+    ) -> list[Expr] | None:
+        """`side` over the `tile` lanes of `group` from `first` at reduce index `k` as vector
+        values, or None when that cannot be done with contiguous vector reads."""
+        if len(group.axes) != 1 or tile % self.lanes or self.lanes == 1:
+            return None
+        (axis,) = group.axes
+        vectorized = vectorize(side, axis, self.lanes)
+        if vectorized is None:
+            return None
+        point = {**index, **self.k.index(k)}
+        return [
+            substitute(vectorized, {**point, axis: add(first, const(n * self.lanes))})
+            for n in range(tile // self.lanes)
+        ]
+
+    def _vector_loop(self, name: str, extent: Expr) -> Loop:
+        return Loop(name, extent, "vectorize", self.lanes) if self.lanes > 1 else Loop(name, extent)
+
+    # ------------------------------------------------------------------ the register tile
+
+    def _tile(
+        self,
+        index: dict[str, Expr],
+        row0: Expr,
+        col0: Expr,
+        count: tuple[Expr, Expr],
+        p: Expr,
+        q: Expr,
+        k0: Expr,
+        depth: Expr,
+        first: Expr,
+        last: Expr,
+    ) -> Stmt:
+        ctx, mr, nv, lanes, vdt = self.ctx, self.mr, self.nv, self.lanes, self.vdt
+        row_base = add(row0, mul(p, const(mr)))
+        col_base = add(col0, mul(q, const(self.nr)))
+        accs = [[ctx.fresh(f"c{r}x{v}") for v in range(nv)] for r in range(mr)]
+        kk = ctx.fresh("k")
+        zero = Cast(vdt, Const(0, self.acc))
+
+        def partial_at(r: int, v: int) -> Expr:
+            tile = add(mul(p, const(self.nb)), q)
+            return add(mul(add(mul(tile, const(mr)), const(r)), const(self.nr)), const(v * lanes))
+
+        decls = [
+            Decl(name, vdt, init=zero if not self.kc else None) for row in accs for name in row
+        ]
+        init: list[Stmt] = []
+        if self.kc:
+            zeros = seq(Assign(name, zero) for row in accs for name in row)
+            resume = seq(
+                Assign(accs[r][v], _at(self.partial, partial_at(r, v), vdt))
+                for r in range(mr)
+                for v in range(nv)
+            )
+            init = [If(first, zeros, resume)]
+        b_names = [ctx.fresh(f"b{v}") for v in range(nv)]
+        body: list[Stmt] = []
+        direct = None
+        if not self.pack_cols:
+            k = add(k0, var(kk))
+            direct = self._vectors(self.col_side, self.col, self.nr, col_base, index, k)
+            assert direct is not None, "check() allows pack_cols=False only where this works"
+        for v, name in enumerate(b_names):
+            offset = add(mul(add(mul(q, self.k_stride), var(kk)), const(self.nr)), const(v * lanes))
+            value = _at(self.col_panels, offset, vdt) if direct is None else direct[v]
+            body.append(Decl(name, vdt, init=value))
+        if self.prefetch and self.pack_cols:
+            ahead = add(
+                mul(add(mul(q, self.k_stride), var(kk)), const(self.nr)),
+                const(self.prefetch * self.nr),
+            )
+            line = 64 // dtypes.itemsize(self.acc)
+            body += [
+                Prefetch(self.col_panels, (add(ahead, const(n)),)) for n in range(0, self.nr, line)
+            ]
+        for r in range(mr):
+            a = ctx.fresh(f"a{r}")
+            body.append(
+                Decl(a, vdt, init=Cast(vdt, self._row_value(index, p, row_base, r, k0, var(kk))))
+            )
+            for v in range(nv):
+                body.append(Assign(accs[r][v], self._accumulate(a, b_names[v], accs[r][v])))
+        kind = "unroll" if self.unroll > 1 else "serial"
+        k_loop = For(kk, depth, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+        spill = [
+            Store(self.spill, (const(r * self.nr + v * lanes),), Var(accs[r][v], vdt))
+            for r in range(mr)
+            for v in range(nv)
+        ]
+        rows_left = minimum(const(mr), sub(count[0], mul(p, const(mr))))
+        cols_left = minimum(const(self.nr), sub(count[1], mul(q, const(self.nr))))
+        finish = seq(*spill, self._epilogue(index, row_base, col_base, rows_left, cols_left))
+        vector_store = self._direct_store(index, row_base, col_base, accs)
+        if vector_store is not None:
+            whole = Binary("and", _eq(rows_left, const(mr)), _eq(cols_left, const(self.nr)), "bool")
+            finish = If(whole, vector_store, finish)
+        if self.kc:
+            keep = seq(
+                Store(self.partial, (partial_at(r, v),), Var(accs[r][v], vdt))
+                for r in range(mr)
+                for v in range(nv)
+            )
+            finish = If(last, finish, keep)
+        return seq(*decls, *init, k_loop, finish)
+
+    def _accumulate(self, a: str, b: str, acc: str) -> Expr:
+        vdt = self.vdt
+        return self.found.accumulate(Var(acc, vdt), Var(a, vdt), Var(b, vdt))
+
+    def _row_value(
+        self, index: dict[str, Expr], p: Expr, row_base: Expr, r: int, k0: Expr, kk: Expr
+    ) -> Expr:
+        """The broadcast side at tile row `r`, k offset `kk`: from its packed panel, or
+        evaluated in place at a row clamped into range (rows past the edge are computed but
+        never stored)."""
+        if self.pack_rows == "interleaved":
+            offset = add(mul(add(mul(p, self.k_stride), kk), const(self.mr)), const(r))
+            return _at(self.row_panels, offset, self.acc)
+        if self.pack_rows == "rows":
+            offset = add(mul(add(mul(p, const(self.mr)), const(r)), self.k_stride), kk)
+            return _at(self.row_panels, offset, self.acc)
+        last_row = sub(self.row.extent, const(1))
+        row = Call("min", (add(row_base, const(r)), last_row), INDEX)
+        point = {**index, **self.row.index(row), **self.k.index(add(k0, kk))}
+        return substitute(self.row_side, point)
+
+    def _direct_store(
+        self, index: dict[str, Expr], row_base: Expr, col_base: Expr, accs: list[list[str]]
+    ) -> Stmt | None:
+        """The epilogue of a whole tile straight from the accumulators, one vector store per
+        accumulator, when the columns are the output's contiguous last axis and the
+        epilogue vectorizes along them; None otherwise (the spill path does it all)."""
+        stage, lanes, vdt = self.stage, self.lanes, self.vdt
+        if lanes == 1 or self.col.axes != stage.axes[-1:]:
+            return None
+        (axis,) = self.col.axes
+        marker = self.ctx.fresh("acc")  # stands for the accumulator lanes in the epilogue
+        stores: list[Stmt] = []
+        for r, row in enumerate(accs):
+            point = {**index, **self.row.index(add(row_base, const(r))), axis: var(axis)}
+            value = stage.finish(Load(marker, (var(axis),), self.acc), point)
+            vectorized = vectorize(value, axis, lanes)
+            if vectorized is None:
+                return None
+            for v, name in enumerate(row):
+                at = {axis: add(col_base, const(v * lanes))}
+                result = substitute(replace_loads(vectorized, marker, Var(name, vdt)), at)
+                indices = tuple(substitute(point[a], at) for a in stage.axes)
+                stores.append(Store(stage.buffer, indices, result))
+        return seq(stores)
+
+    def _epilogue(
+        self,
+        index: dict[str, Expr],
+        row_base: Expr,
+        col_base: Expr,
+        rows_left: Expr,
+        cols_left: Expr,
+    ) -> Stmt:
+        """Store the spilled tile through the stage's epilogue, clipped to the output."""
+        r, lane = self.ctx.fresh("er"), self.ctx.fresh("el")
+        point = {
+            **index,
+            **self.row.index(add(row_base, var(r))),
+            **self.col.index(add(col_base, var(lane))),
+        }
+        value = _at(self.spill, add(mul(var(r), const(self.nr)), var(lane)), self.acc)
+        stage = self.stage
+        store = Store(stage.buffer, tuple(point[a] for a in stage.axes), stage.finish(value, point))
+        return nest([Loop(r, rows_left), self._vector_loop(lane, cols_left)], store)

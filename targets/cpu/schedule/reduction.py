@@ -1,0 +1,231 @@
+"""Schedule of a reduction stage (row reductions like softmax/layernorm/rmsnorm, column
+reductions like column_sum, and, until a dedicated schedule exists, contractions).
+
+Two loop orders, chosen by `cols`:
+
+* `cols == 0`, **row order**: spatial loops outside, an accumulator per output element, the
+  reduce loops inside. The innermost reduce loop is vectorized (`omp simd reduction`: vector
+  partial accumulators and a horizontal reduce at the end) or unrolled. `split` instead runs
+  the outermost reduce loop in parallel with an OpenMP reduction, for few outputs with long
+  reductions (a full sum).
+* `cols == T`, **column order**: the last spatial axis is tiled by `T` and its tile loop goes
+  inside the reduce loops, over an array of `T` accumulators, so that the vectorized loop
+  walks the spatial axis (contiguous in a column sum, or in `B[k, j]` of a matmul).
+
+`parallel` collapses that many outer spatial loops into one parallel loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from tunehub.compiler.analysis import Stage, contiguous
+from tunehub.compiler.dtypes import INDEX
+from tunehub.compiler.ir import Binary, Call, Cast, Expr, Load, Var, substitute
+from tunehub.compiler.loop import (
+    HORIZONTAL,
+    Assign,
+    Decl,
+    For,
+    Stmt,
+    Store,
+    add,
+    as_expr,
+    const,
+    mul,
+    seq,
+    sub,
+    var,
+    vector,
+)
+from tunehub.compiler.schedule.stage import (
+    Context,
+    Loop,
+    Schedule,
+    accumulator_dtype,
+    combine,
+    first_values,
+    hoisted,
+    identity,
+    nest,
+    reduce_body,
+    split,
+    term,
+)
+from tunehub.compiler.schedule.vectorize import vectorize
+from tunehub.compiler.space.space import Config, Knob
+from tunehub.schemas.target import Target
+from tunehub.targets.cpu.isa import vector_widths
+from tunehub.targets.cpu.schedule.injective import MAX_COLLAPSE, UNROLLS, innermost, tiles_below
+
+COLUMN_TILES = (0, 16, 64, 256)
+
+
+class Reduction(Schedule):
+    kind = "reduction"
+    summary = "a reduction loop nest: an accumulator per output, the reduce loop vectorized"
+    knob_docs: ClassVar[Mapping[str, str]] = {
+        "cols": "column order: the last axis tiled by this many accumulators (0: row order)",
+        "parallel": "outer spatial loops collapsed into one parallel loop",
+        "split": "run the outermost reduce loop in parallel (an OpenMP reduction)",
+        "vec": "vector lanes of the innermost loop (0: scalar)",
+        "unroll": "unroll factor of the innermost loop; with vec, independent vector accumulators",
+    }
+
+    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]:
+        n = len(stage.axes)
+        knobs: dict[str, tuple[Knob, ...]] = {}
+        if n >= 1:
+            knobs["cols"] = tiles_below(stage.shape[-1], COLUMN_TILES)
+        knobs["parallel"] = tuple(range(min(MAX_COLLAPSE, n) + 1))
+        knobs["split"] = (False, True)
+        knobs["vec"] = (0, *vector_widths(target, accumulator_dtype(stage)))
+        knobs["unroll"] = UNROLLS
+        return knobs
+
+    def naive(self, stage: Stage, target: Target) -> Config:
+        return first_values(self.knobs(stage, target))
+
+    def default(self, stage: Stage, target: Target) -> Config:
+        knobs = self.knobs(stage, target)
+        config = self.naive(stage, target)
+        last_reduce = stage.anchor.reduce_axes[-1].name
+        if stage.axes and not contiguous(stage, last_reduce) and contiguous(stage, stage.axes[-1]):
+            config["cols"] = max(knobs["cols"])
+        config["parallel"] = min(1, len(stage.axes))
+        config["split"] = not stage.axes
+        config["vec"] = knobs["vec"][-1]
+        return config
+
+    def check(self, stage: Stage, target: Target, config: Config) -> str | None:
+        cols, parallel = int(config.get("cols", 0)), int(config["parallel"])
+        if config["split"] and (cols or parallel):
+            return "split parallelizes the reduce loop of the row order alone"
+        if int(config["vec"]) and int(config["unroll"]) > 1 and (cols or config["split"]):
+            return "vector accumulators are interleaved in the row order alone"
+        if int(config["vec"]) and int(config["unroll"]) > 1 and _vector_term(stage, 1) is None:
+            return "its terms are no contiguous vector reads: nothing to interleave"
+        return None
+
+    def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
+        index = dict(zip(stage.axes, rows, strict=False))
+        free = list(zip(stage.axes, stage.shape, strict=True))[len(rows) :]
+        cols = int(config.get("cols", 0)) if free else 0
+        loops = []
+        for axis, size in free[:-1] if cols else free:
+            loops.append(Loop(ctx.fresh(axis), as_expr(size)))
+            index[axis] = var(loops[-1].var)
+        if cols:
+            axis, size = free[-1]
+            piece = split(ctx, axis, as_expr(size), cols)
+            loops.append(Loop(piece.outer, piece.outer_extent))
+            index[axis] = piece.index
+        if not rows:
+            parallel = int(config["parallel"])
+            loops[:parallel] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:parallel]]
+        if cols:
+            return nest(loops, _columns(stage, config, ctx, index, piece.inner, piece.inner_extent))
+        vec, unroll = int(config["vec"]), int(config["unroll"])
+        if vec and unroll > 1:
+            return nest(loops, _interleaved(stage, ctx, index, vec, unroll))
+        return nest(loops, reduce_body(stage, ctx, index, _reduce_loops(stage, config, rows)))
+
+
+def _reduce_loops(stage: Stage, config: Config, rows: tuple[Expr, ...]) -> list[Loop]:
+    """Kinds of the reduce loops in row order (see `reduce_body`)."""
+    count = len(stage.anchor.reduce_axes)
+    specs = [Loop("", const(0)) for _ in range(count)]
+    specs[-1] = innermost(specs[-1], config)
+    if config["split"] and not rows:
+        simd = specs[0].factor if count == 1 else 0
+        specs[0] = Loop("", const(0), "parallel", simd)
+    return specs
+
+
+def _vector_term(stage: Stage, lanes: int) -> Expr | None:
+    """A term at `lanes` consecutive values of the innermost reduce axis as one vector value
+    (its reads contiguous along it), over the anchor's own axis names; None if it is not."""
+    axis = stage.anchor.reduce_axes[-1].name
+    index: dict[str, Expr] = {a: var(a) for a in stage.axes}
+    index.update({r.name: var(r.name) for r in stage.anchor.reduce_axes})
+    return vectorize(term(stage, index), axis, max(lanes, 2))
+
+
+def _interleaved(
+    stage: Stage, ctx: Context, index: dict[str, Expr], lanes: int, count: int
+) -> Stmt:
+    """One output element in row order with `count` vector accumulators of `lanes` each, the
+    innermost reduce loop stepping over `count` vectors at a time: independent chains of
+    vector adds (or maxima), where one accumulator waits on its own latency every step. The
+    values past the last whole step go to a scalar accumulator; all are combined at the end."""
+    op, dtype = stage.anchor.reduce_op, accumulator_dtype(stage)
+    assert op is not None
+    vdt = vector(dtype, lanes)
+    vector_term = _vector_term(stage, lanes)
+    assert vector_term is not None, "check() refuses configs whose terms do not vectorize"
+    *outer_axes, inner_axis = stage.anchor.reduce_axes
+    accs, acc, step = ctx.fresh("accs"), ctx.fresh("acc"), lanes * count
+    reduce_index = dict(index)
+    outer = []
+    for axis in outer_axes:
+        outer.append(Loop(ctx.fresh(axis.name), as_expr(axis.extent)))
+        reduce_index[axis.name] = var(outer[-1].var)
+    extent = as_expr(inner_axis.extent)
+    steps = Binary("//", extent, const(step), INDEX)
+    whole = mul(steps, const(step))
+    chunk, tail = ctx.fresh(inner_axis.name), ctx.fresh(inner_axis.name)
+    updates = []
+    for n in range(count):
+        at = {**reduce_index, inner_axis.name: add(mul(var(chunk), const(step)), const(n * lanes))}
+        element = Load(accs, (const(n),), vdt)
+        updates.append(Store(accs, (const(n),), combine(op, element, substitute(vector_term, at))))
+    tail_index = {**reduce_index, inner_axis.name: var(tail)}
+    scalar = Var(acc, dtype)
+    body = seq(
+        For(chunk, steps, seq(updates)),
+        For(
+            tail,
+            sub(extent, whole),
+            Assign(acc, combine(op, scalar, term(stage, tail_index))),
+            start=whole,
+        ),
+    )
+    total: Expr = Load(accs, (const(0),), vdt)
+    for n in range(1, count):
+        total = combine(op, total, Load(accs, (const(n),), vdt))
+    (reducer,) = (fn for fn, reduces in HORIZONTAL.items() if reduces == op)
+    horizontal = Call(reducer, (total,), dtype)
+    spatial = tuple(index[a] for a in stage.axes)
+    return seq(
+        Decl(accs, vdt, (count,)),
+        *(Store(accs, (const(n),), Cast(vdt, identity(op, dtype))) for n in range(count)),
+        Decl(acc, dtype, init=identity(op, dtype)),
+        hoisted(stage, ctx, nest(outer, body)),
+        Store(stage.buffer, spatial, stage.finish(combine(op, scalar, horizontal), index)),
+    )
+
+
+def _columns(
+    stage: Stage, config: Config, ctx: Context, index: dict[str, Expr], lane: str, width: Expr
+) -> Stmt:
+    """Column order: `cols` accumulators along the last spatial axis (index var `lane`)."""
+    acc, dtype, op = ctx.fresh("acc"), accumulator_dtype(stage), stage.anchor.reduce_op
+    assert op is not None
+    tile = innermost(Loop(lane, width), config)
+    element = Load(acc, (var(lane),), dtype)
+    reduce_index = dict(index)
+    reduce_loops = []
+    for axis in stage.anchor.reduce_axes:
+        reduce_loops.append(Loop(ctx.fresh(axis.name), as_expr(axis.extent)))
+        reduce_index[axis.name] = var(reduce_loops[-1].var)
+    spatial = tuple(index[a] for a in stage.axes)
+    update = Store(acc, (var(lane),), combine(op, element, term(stage, reduce_index)))
+    return seq(
+        Decl(acc, dtype, (int(config["cols"]),)),
+        nest([tile], Store(acc, (var(lane),), identity(op, dtype))),
+        nest(reduce_loops, hoisted(stage, ctx, nest([tile], update))),
+        hoisted(
+            stage, ctx, nest([tile], Store(stage.buffer, spatial, stage.finish(element, index)))
+        ),
+    )

@@ -1,0 +1,47 @@
+"""The launch ABI of a CUDA program (`compiler.kernel`) turned into launches: which kernels run
+with which grid, and the `kernelParams` values they all take.
+
+Pure ctypes and no driver, so that the measuring child (on a GPU or the emulator) and
+`client.load_kernel` launch an artifact the same way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tunehub.runtime.abi import eval_extent
+
+Plan = list[tuple[str, list[int], list[int], int]]
+
+
+def launch_plan(kernels: Sequence[Mapping[str, Any]], symbols: Mapping[str, int]) -> Plan:
+    """(entry, grid, block, dynamic shared bytes) of each kernel to launch, in order; a kernel
+    whose grid has a zero extent is left out, as launching it would be an error."""
+    plan = []
+    for kernel in kernels:
+        grid = [eval_extent(g, symbols) for g in kernel["grid"]]
+        if math.prod(grid) > 0:
+            plan.append((kernel["entry"], grid, list(kernel["block"]), kernel["shared_bytes"]))
+    return plan
+
+
+def workspace_bytes(launch: Mapping[str, Any], symbols: Mapping[str, int]) -> list[int]:
+    """The size of each workspace the caller allocates, in `launch["workspace"]` order."""
+    return [eval_extent(w["bytes"], symbols) for w in launch.get("workspace", [])]
+
+
+def kernel_params(
+    buffers: Sequence[int],
+    workspaces: Sequence[int],
+    symbols: Mapping[str, int],
+    order: Sequence[str],
+) -> list[ctypes._SimpleCData[Any]]:
+    """Every kernel's arguments: the argument buffers (inputs, then outputs), the workspaces,
+    then the symbols in `order` as int64."""
+    params: list[ctypes._SimpleCData[Any]] = [ctypes.c_void_p(a) for a in buffers]
+    params += [ctypes.c_void_p(w) for w in workspaces]
+    params += [ctypes.c_int64(int(symbols[s])) for s in order]
+    return params

@@ -1,0 +1,169 @@
+"""The GEMV-shaped contraction kernel, for few rows (M of 1..8: LLM decoding).
+
+A tiled kernel wastes most of its block on rows that do not exist when M is tiny; here every
+warp owns `cols` output columns and all rows, and splits k over its 32 lanes, each lane taking
+runs of `vec` consecutive k (consecutive lanes: consecutive runs, so a weight stored along k
+is read in whole 128-byte lines, and an int4 word serves its 8 values from one load). The
+lanes' partial sums meet by warp shuffles; lane 0 applies the epilogue and stores. Rows are
+taken `rows` at a time (register accumulators `rows x cols`), so any M stays correct.
+`warps` warps per block take neighbouring column groups.
+
+Reads past the last row or column are clamped into range (computed, never stored), so the
+k loop has no branches; only a k extent that is not a multiple of `vec` needs a guard. Where
+none is needed, a run's reads are vector loads of up to 16 bytes (`vectors.chunked`: 8 X
+values, or 32 int4 weights, per load); one scalar load per element left the int4 GEMV bound
+by its L1 (78% busy on an H100 while DRAM was 19%). Where every lane takes the same number of
+runs, the run loop is unrolled, so that all of a lane's loads are in flight at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunehub.compiler.ir import Call, Const, Expr, Var
+from tunehub.compiler.loop import (
+    Assign,
+    Decl,
+    For,
+    Stmt,
+    Store,
+    add,
+    ceildiv,
+    const,
+    const_value,
+    mul,
+    seq,
+    sub,
+    var,
+)
+from tunehub.compiler.schedule.stage import Context, nest
+from tunehub.compiler.space.space import Config
+from tunehub.targets.cuda.schedule.blocks import (
+    WARP,
+    all_of,
+    bind,
+    covers,
+    equal,
+    guard,
+    less,
+    warp_reduce,
+)
+from tunehub.targets.cuda.schedule.operands import Operands
+from tunehub.targets.cuda.schedule.vectors import chunked
+
+
+@dataclass(frozen=True)
+class Gemv:
+    cols: int
+    warps: int
+    rows: int
+    vec: int
+
+    @classmethod
+    def of(cls, config: Config) -> Gemv:
+        return cls(
+            int(config["gemv_cols"]),
+            int(config["gemv_warps"]),
+            int(config["gemv_rows"]),
+            int(config["gemv_vec"]),
+        )
+
+    @property
+    def threads(self) -> int:
+        return WARP * self.warps
+
+    def registers(self) -> int:
+        return self.rows * self.cols + self.rows + self.cols + 40
+
+    def lower(self, ops: Operands, ctx: Context) -> Stmt:
+        acc = ops.acc
+        per_block = self.warps * self.cols
+        bx = bind(ctx, "bx", ceildiv(ops.cols.extent, per_block), "blockIdx.x")
+        bz = bind(ctx, "bz", ops.batch.extent, "blockIdx.z")
+        blocks = [bx] + ([bz] if const_value(ops.batch.extent) != 1 else [])
+        batch = var(bz.var) if len(blocks) == 2 else const(0)
+        ty = bind(ctx, "ty", self.warps, "threadIdx.y")
+        lane = bind(ctx, "lane", WARP, "threadIdx.x")
+        col0 = mul(add(mul(var(bx.var), const(self.warps)), var(ty.var)), const(self.cols))
+        mo = ctx.fresh("mo")
+        row0 = mul(var(mo), const(self.rows))
+        last_row, last_col = sub(ops.rows.extent, const(1)), sub(ops.cols.extent, const(1))
+        rows = [add(row0, const(r)) for r in range(self.rows)]
+        cols = [add(col0, const(c)) for c in range(self.cols)]
+        accs = [[ctx.fresh(f"c{r}x{c}") for c in range(self.cols)] for r in range(self.rows)]
+        # k runs: lane `l` takes runs l, l + 32, ... of `vec` consecutive k.
+        runs = ceildiv(ops.k.extent, self.vec)
+        loop_var = ctx.fresh("r")
+        run_index = add(mul(var(loop_var), const(WARP)), var(lane.var))
+        clamped_rows: list[Expr] = [Call("min", (row, last_row), row.dtype) for row in rows]
+        clamped_cols: list[Expr] = [Call("min", (col, last_col), col.dtype) for col in cols]
+        known = {loop.var for loop in (*blocks, ty, lane)} | {mo, loop_var}
+        body = self._terms(ops, ctx, batch, clamped_rows, clamped_cols, accs, run_index, known)
+        k_loop = For(loop_var, ceildiv(sub(runs, var(lane.var)), WARP), body)
+        per_lane = const_value(runs)
+        if per_lane is not None and per_lane % WARP == 0:
+            # Every lane takes the same number of runs: unrolled, all their loads issue at once.
+            k_loop = For(loop_var, const(per_lane // WARP), body, "unroll")
+        stores: list[Stmt] = []
+        for r, row in enumerate(rows):
+            for c, col in enumerate(cols):
+                point = ops.at(batch, row, col, None)
+                value = Var(accs[r][c], acc)
+                indices = tuple(point[a] for a in ops.stage.axes)
+                conds = [] if covers(ops.rows.extent, self.rows) else [less(row, ops.rows.extent)]
+                conds += [] if covers(ops.cols.extent, per_block) else [less(col, ops.cols.extent)]
+                stores.append(
+                    guard(
+                        all_of(conds),
+                        Store(ops.stage.buffer, indices, ops.stage.finish(value, point)),
+                    )
+                )
+        reduce = [warp_reduce("sum", name, acc) for row in accs for name in row]
+        chunk = seq(
+            *(Decl(name, acc, init=Const(0, acc)) for row in accs for name in row),
+            k_loop,
+            *reduce,
+            guard(equal(var(lane.var), const(0)), seq(stores)),
+        )
+        return nest(blocks, nest([ty, lane], For(mo, ceildiv(ops.rows.extent, self.rows), chunk)))
+
+    def _terms(
+        self,
+        ops: Operands,
+        ctx: Context,
+        batch: Expr,
+        rows: list[Expr],
+        cols: list[Expr],
+        accs: list[list[str]],
+        run: Expr,
+        known: set[str],
+    ) -> Stmt:
+        """The `vec` k values of one run: column and row values, then the products. Where
+        runs are whole (every read in bounds), the run's reads become vector loads of up to
+        16 bytes (`vectors.chunked`): a lane then reads its run of X and of W in a few wide
+        loads, not one element at a time."""
+        acc = ops.acc
+        first = mul(run, const(self.vec))
+        ks = [add(first, const(v)) for v in range(self.vec)]
+        b_values = [ops.col_value(batch, col, k) for k in ks for col in cols]
+        a_values = [ops.row_value(batch, row, k) for k in ks for row in rows]
+        whole = covers(ops.k.extent, self.vec)
+        loads: list[Decl] = []
+        if whole and ops.shapes is not None:
+            loads, values = chunked(b_values + a_values, ops.shapes, known, ctx.fresh)
+            b_values, a_values = values[: len(b_values)], values[len(b_values) :]
+        body: list[Stmt] = list(loads)
+        for v, k in enumerate(ks):
+            term: list[Stmt] = []
+            b_names = []
+            for value in b_values[v * len(cols) : (v + 1) * len(cols)]:
+                b_names.append(ctx.fresh("b"))
+                term.append(Decl(b_names[-1], acc, init=value))
+            for r, value in enumerate(a_values[v * len(rows) : (v + 1) * len(rows)]):
+                a = ctx.fresh("a")
+                term.append(Decl(a, acc, init=value))
+                for c, b in enumerate(b_names):
+                    update = ops.accumulate(Var(accs[r][c], acc), Var(a, acc), Var(b, acc))
+                    term.append(Assign(accs[r][c], update))
+            body.append(guard(None if whole else less(k, ops.k.extent), seq(term)))
+        return seq(body)

@@ -1,0 +1,362 @@
+"""The Hopper tensor-core contraction kernel (`mode="wgmma"`, sm_90): warpgroup MMA
+(`wgmma.mma_async` m64nNk16, both factors read from shared memory by the tensor cores) with
+16-bit inputs and float32 accumulation. See `targets.cuda.schedule.contraction` for the knobs.
+
+Grid as in the WMMA kernel (x over column tiles of `bn`, y over row tiles of `bm`, z over the
+batch), the tiles optionally taken in groups of `raster` row tiles for L2 reuse. Block:
+`groups` warpgroups of 128 threads, stacked along M; each owns `bm / groups` rows of the
+block tile as `m_tiles` slabs of 64 rows by all `bn` columns, one `wgmma` of
+N = `bn` per slab and 16 of k, its accumulators `m_tiles * bn / 2` floats per thread.
+
+Shared tiles are in the 128-byte swizzled layout of `wgmma`'s matrix descriptors. A side
+keeps the direction its global memory is contiguous in (so a raw tile is copied as it is):
+K-major (`A[m][k]`, `B[n][k]`) where its reads walk k, else M/N-major (`A[k][m]`, `B[k][n]`),
+which the instruction reads transposed. With `s` the strided and `c` the contiguous coordinate
+of a tile whose strided extent is `S`, the tile is cut into atoms of 8 rows (along s) by 64
+elements (128 bytes, along c), 1024 bytes each, atom (c / 64, s / 8) the
+`(c / 64) * S / 8 + s / 8`-th; within an atom, row `s % 8` holds 8 chunks of 16 bytes, chunk
+`c % 64 / 8` stored at position `(c % 64 / 8) ^ (s % 8)`. So element (s, c) sits at
+
+    ((c / 64) * S / 8 + s / 8) * 512 + (s % 8) * 64 + ((c % 64 / 8) ^ (s % 8)) * 8 + c % 8
+
+The hardware applies the same exclusive-or to address bits 4-6 from bits 7-9, so the tiles
+must start 1024-byte aligned. Why swizzle: threads take 16-byte chunks in the order of `c`
+(8 consecutive threads read one 128-byte line of global memory, a single L2 request), and the
+8 chunks of a row land in 8 different bank groups. The unswizzled layout can have only one
+of the two: on an H100, its copies of 16 bytes per line (one sector per request) left L2 93%
+busy at 287 GB/s and the kernel at a third of cuBLAS. The descriptor's SBO is 1024 (between
+atoms along s); M/N-major, LBO is `S / 8 * 1024` (between atoms along c); K-major tiles have
+one atom along c (`BK` = 64) and LBO is unused.
+
+Per slice of `BK` = 64 the tiles load through the `cp.async` pipeline of
+`targets.cuda.schedule.staging` (`stages` buffers; raw sides copied in 16-byte chunks, others
+evaluated and stored); before the barrier each thread makes its writes visible to the tensor
+cores (`fence.proxy.async`). The slice's math is
+`fence`, 4 x `m_tiles` `wgmma`s, `commit`, and a wait until at most `in_flight` (0 or 1)
+slices of them are still running: with 1 the tensor cores work on while the next slice starts,
+and the pipeline issues one slice less ahead, so no buffer they read is refilled.
+
+With `producer` a warpgroup of its own (the first) loads the tiles and the `groups` after it
+only compute, as Hopper GEMMs do (warp specialization), so address arithmetic and copy issue
+never stall the tensor cores' warps. Stages hand over through two mbarriers each: `full[s]`
+completes when all 128 producer threads' copies into stage s have landed (`cp.async` arrivals,
+which do not make the producer wait), `empty[s]` when every consumer thread is done with it.
+The producer fills slice t into stage t % stages once `empty` has completed for the slice
+`stages` earlier; a consumer waits for `full`, makes the tiles visible to the tensor cores,
+computes, and releases the stage whose products are complete (with `in_flight`, the one
+before). No block-wide barrier is needed after the barriers are armed.
+
+Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
+its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
+8 * (i / 4) + 2 * (l % 4) + i % 2. The store applies the epilogue to each, clipped at the edges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunehub.compiler import dtypes
+from tunehub.compiler.dtypes import INDEX
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load
+from tunehub.compiler.loop import (
+    Barrier,
+    Decl,
+    For,
+    If,
+    Stmt,
+    Store,
+    add,
+    as_expr,
+    ceildiv,
+    const,
+    const_value,
+    mul,
+    seq,
+    sub,
+    var,
+    vector,
+)
+from tunehub.compiler.schedule.stage import Context, nest
+from tunehub.compiler.space.space import Config
+from tunehub.schemas.target import Target
+from tunehub.targets.cuda.limits import capability
+from tunehub.targets.cuda.loop import CORE_ROW_BYTES, AsyncCopy, Mbarrier, SharedMatrix, Wgmma
+from tunehub.targets.cuda.schedule.blocks import WARP, all_of, covers, div, equal, guard, less, mod
+from tunehub.targets.cuda.schedule.operands import Operands
+from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, staged
+
+WARPGROUP = 4 * WARP  # threads
+SLAB = 64  # rows of A per wgmma
+K_STEP = 16  # k per wgmma
+BK = 64  # k per shared-memory slice
+CORE = 8  # a core matrix is 8 x 8 16-bit elements
+ATOM = 64  # elements along c of a swizzle atom (128 bytes; 8 rows of them, 1024 bytes)
+WGMMA = 90  # the compute capability with wgmma (built for sm_90a)
+
+
+def warpgroup_mma(target: Target, ops: Operands) -> bool:
+    """Whether the target has wgmma and both factor sides stage as one 16-bit float type."""
+    return capability(target) == WGMMA and staged(ops) is not None
+
+
+@dataclass(frozen=True)
+class WgmmaShape:
+    """The knob values of the warpgroup kernel."""
+
+    bm: int
+    bn: int
+    groups: int
+    stages: int
+    in_flight: int = 0  # slices of wgmmas left running while the next slice starts
+    raster: int = 1  # row tiles per group of the block order (`StagedTiles._bindings`)
+    producer: bool = False  # a warpgroup of its own loads the tiles (see the module doc)
+
+    @classmethod
+    def of(cls, config: Config) -> WgmmaShape:
+        return cls(
+            int(config["wgmma_bm"]),
+            int(config["wgmma_bn"]),
+            int(config["wgmma_groups"]),
+            int(config["wgmma_stages"]),
+            int(config["wgmma_in_flight"]),
+            int(config["wgmma_raster"]),
+            bool(config["wgmma_producer"]),
+        )
+
+    @property
+    def threads(self) -> int:
+        return (self.groups + self.producer) * WARPGROUP
+
+    @property
+    def loaders(self) -> int:
+        return WARPGROUP if self.producer else self.threads
+
+    @property
+    def m_tiles(self) -> int:
+        return self.bm // (SLAB * self.groups)
+
+    @property
+    def acc_size(self) -> int:
+        """float32 accumulators per thread."""
+        return self.m_tiles * self.bn // 2
+
+    def error(self) -> str | None:
+        """Why the warpgroups do not tile the block tile, or None."""
+        if self.bm % (SLAB * self.groups) or self.m_tiles < 1:
+            return f"bm={self.bm} is not a whole number of {SLAB}-row slabs per warpgroup"
+        if self.bn % ATOM or not ATOM <= self.bn <= 256:
+            return f"bn={self.bn} is not a multiple of {ATOM} up to 256 (whole swizzle atoms)"
+        if self.stages - 1 - self.in_flight < 1:
+            return f"{self.stages} stages leave no slice ahead with {self.in_flight} in flight"
+        for width in (self.bm, self.bn):
+            if (width * BK // CORE) % self.loaders:
+                return f"a {width} x {BK} tile does not split evenly over {self.loaders} threads"
+        return None
+
+    def width(self, side: str) -> int:
+        return self.bm if side == "row" else self.bn
+
+    def tile_elements(self, ops: Operands, side: str) -> int:
+        """Elements of one shared buffer of `side`'s tile (no padding: see the module doc)."""
+        return self.width(side) * BK
+
+    def shared_bytes(self, ops: Operands) -> int:
+        return sum(self.tile_elements(ops, side) for side in SIDES) * 2 * self.stages
+
+    def registers(self) -> int:
+        """Per thread: the accumulators and 26 more, as ptxas 13.0 reported for sm_90a (58,
+        90 and 154 registers with 32, 64 and 128 accumulators, float16 and bfloat16)."""
+        return self.acc_size + 26
+
+
+class WgmmaKernel(StagedTiles):
+    """Lowers one contraction stage under a `wgmma` config."""
+
+    bk = BK
+    s: WgmmaShape
+
+    def __init__(self, ops: Operands, shape: WgmmaShape, ctx: Context) -> None:
+        super().__init__(ops, shape, ctx)
+        self.runs = {side: run if run == CORE else 0 for side, run in self.runs.items()}
+        self.lag = shape.in_flight
+        names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
+        self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
+
+    def _contiguous(self, side: str) -> int:
+        """The tile's extent along its contiguous direction (c in the module doc)."""
+        return BK if self.ops.k_inner(side) else self.s.width(side)
+
+    def _strided(self, side: str) -> int:
+        """The tile's extent along its strided direction (`S` in the module doc)."""
+        return self.s.width(side) if self.ops.k_inner(side) else BK
+
+    def _at(self, side: str, lane: Expr, kk: Expr) -> Expr:
+        """The tile offset of (lane, k offset): the swizzled layout of the module doc."""
+        s, c = (lane, kk) if self.ops.k_inner(side) else (kk, lane)
+        atom = add(mul(div(c, ATOM), const(self._strided(side) // CORE)), div(s, CORE))
+        chunk = Binary("^", div(mod(c, ATOM), CORE), mod(s, CORE), INDEX)
+        row = add(mul(mod(s, CORE), const(ATOM)), mul(chunk, const(CORE)))
+        return add(add(mul(atom, const(ATOM * CORE)), row), mod(c, CORE))
+
+    def _slot(self, side: str, n: str, run: int) -> tuple[Expr, Expr]:
+        """(lane, k offset) of the first of the `run` elements that pass `n`'s flat index f
+        gives this thread: the tile in row-major order of (s, c), so that consecutive threads
+        read consecutive bytes of global memory (the swizzle keeps their stores apart)."""
+        f = add(mul(var(n), const(self.s.loaders)), self.tid)
+        per_chunk = CORE // run  # flat indices per 16-byte chunk
+        chunk, within = div(f, per_chunk), mul(mod(f, per_chunk), const(run))
+        per_row = self._contiguous(side) // CORE
+        strided = div(chunk, per_row)
+        contiguous = add(mul(mod(chunk, per_row), const(CORE)), within)
+        if self.ops.k_inner(side):
+            return strided, contiguous
+        return contiguous, strided
+
+    def _visible(self) -> list[Stmt]:
+        return [Wgmma("proxy_fence")]
+
+    def lower(self) -> Stmt:
+        s, ctx = self.s, self.ctx
+        blocks, tx = self._bindings(s.bm, s.bn, s.raster)
+        group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
+        self.group, self.warp, self.lane = var(group), var(warp), var(lane)
+        self.acc = ctx.fresh("acc")
+        warpgroup = div(self.tid, WARPGROUP)  # the math's warpgroups follow the producer's
+        head: list[Stmt] = [
+            Decl(group, INDEX, init=sub(warpgroup, const(1)) if s.producer else warpgroup),
+            Decl(warp, INDEX, init=div(mod(self.tid, WARPGROUP), WARP)),
+            Decl(lane, INDEX, init=mod(self.tid, WARP)),
+        ]
+        if s.producer:
+            inner = seq(*head, *self._specialized())
+        else:
+            inner = seq(*head, *self._accumulators(), self._pipeline(), self._store())
+        return nest(
+            blocks,
+            seq(
+                *([] if s.producer else self.block_decls),
+                *self._tile_decls(),
+                *self.barriers,
+                nest([tx], inner),
+            ),
+        )
+
+    def _accumulators(self) -> list[Stmt]:
+        """The thread's float32 accumulators, zeroed."""
+        i, size = self.ctx.fresh("i"), self.s.acc_size
+        zero = Store(self.acc, (var(i),), Const(0.0, "float32"))
+        return [Decl(self.acc, "float32", (size,)), For(i, const(size), zero, "unroll")]
+
+    def _specialized(self) -> list[Stmt]:
+        """The producer's and the consumers' parts (module doc), after one thread arms the
+        stages' barriers: `full[s]` completes when the producer has filled stage s,
+        `empty[s]` when every consumer is done with it."""
+        s, ctx = self.s, self.ctx
+        full, empty = self.barriers[0].name, self.barriers[1].name
+        count = ceildiv(self.ops.k.extent, BK)
+        b = ctx.fresh("b")
+        init = For(
+            b,
+            const(s.stages),
+            seq(
+                Mbarrier("init", full, var(b), count=WARPGROUP),
+                Mbarrier("init", empty, var(b), count=s.groups * WARPGROUP),
+            ),
+        )
+        arm = [guard(equal(self.tid, const(0)), init), Barrier()]
+        copies = any(self.runs.values())
+        stores = not all(self.runs.values())
+        t = ctx.fresh("t")
+        stage, round_ = mod(var(t), s.stages), div(var(t), s.stages)
+        fill = seq(
+            Mbarrier("wait", empty, stage, parity=mod(add(round_, const(1)), 2)),
+            self._load(var(t), stage),
+            *([Wgmma("proxy_fence")] if stores else []),
+            Mbarrier("arrive_copies" if copies else "arrive", full, stage),
+        )
+        drain = [AsyncCopy("commit"), AsyncCopy("wait", pending=0)] if copies else []
+        producer = seq(*self.block_decls, For(t, count, fill), *drain)
+        u = ctx.fresh("t")
+        stage, round_ = mod(var(u), s.stages), div(var(u), s.stages)
+        done = stage  # the stage whose products are complete: this one, or the one before
+        if s.in_flight:
+            done = mod(add(var(u), const(s.stages - 1)), s.stages)
+        release = Mbarrier("arrive", empty, done)
+        use = seq(
+            Mbarrier("wait", full, stage, parity=mod(round_, 2)),
+            Wgmma("proxy_fence"),
+            self._compute(stage),
+            guard(less(const(0), var(u)) if s.in_flight else None, release),
+        )
+        # The tile position (grouped order) is computed where it is used: the producer's
+        # copies, the consumers' store. Held by the consumers through the loop, it spilled.
+        consumer = seq(*self._accumulators(), For(u, count, use), *self.block_decls, self._store())
+        return [*arm, If(less(self.tid, const(WARPGROUP)), producer, consumer)]
+
+    def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:
+        """The descriptor view of `side`'s tile in buffer `stage` from (lane, kk) on."""
+        offset = add(self._base(side, stage), self._at(side, lane, const(kk)))
+        atom_bytes = CORE * ATOM * 2
+        along_c = self._strided(side) // CORE * atom_bytes
+        if self.ops.k_inner(side):  # one atom along c: LBO unused (1, as CUTLASS sets it)
+            return SharedMatrix(self.tiles[side], offset, True, CORE_ROW_BYTES, atom_bytes)
+        return SharedMatrix(self.tiles[side], offset, False, along_c, atom_bytes)
+
+    def _compute(self, stage: Expr) -> Stmt:
+        """The slice's products: per 16 of k, one wgmma per 64-row slab; then a wait that
+        leaves at most `in_flight` slices of them running."""
+        s = self.s
+        out: list[Stmt] = [Wgmma("fence", acc=self.acc, acc_size=s.acc_size)]
+        first = mul(self.group, const(s.m_tiles * SLAB))
+        for kk in range(0, BK, K_STEP):
+            b = self._factor("col", stage, const(0), kk)
+            for t in range(s.m_tiles):
+                a = self._factor("row", stage, add(first, const(t * SLAB)), kk)
+                offset = t * s.bn // 2
+                out.append(Wgmma("mma", self.acc, offset, s.bn, self.dtype, a, b))
+        out.append(Wgmma("commit"))
+        out.append(Wgmma("wait", pending=s.in_flight, acc=self.acc, acc_size=s.acc_size))
+        return seq(out)
+
+    def _store(self) -> Stmt:
+        """Every accumulator through the epilogue to its (row, col), clipped at the edges;
+        a thread's two neighbouring columns as one 4-byte store where `_pairs` allows."""
+        ops, s, stage = self.ops, self.s, self.ops.stage
+        out: list[Stmt] = []
+        if s.in_flight:
+            out.append(Wgmma("wait", pending=0, acc=self.acc, acc_size=s.acc_size))
+        per_slab = s.bn // 2
+        step = 2 if self._pairs() else 1
+        for t in range(s.m_tiles):
+            slab = add(self.row0, mul(self.group, const(s.m_tiles * SLAB)))
+            top = add(add(slab, const(t * SLAB)), add(mul(self.warp, const(16)), div(self.lane, 4)))
+            e = self.ctx.fresh("e")
+            first = mul(var(e), const(step))  # the accumulator (of the pair)
+            row = add(top, mul(div(mod(first, 4), 2), const(8)))
+            col = add(
+                add(self.col0, mul(div(first, 4), const(CORE))),
+                add(mul(mod(self.lane, 4), const(2)), mod(first, 2)),
+            )
+            values = []
+            for j in range(step):
+                point = ops.at(self.batch, row, add(col, const(j)), None)
+                acc = Load(self.acc, (add(const(t * per_slab), add(first, const(j))),), "float32")
+                values.append(stage.finish(acc, point))
+            value = values[0] if step == 1 else Call("pack", tuple(values), vector(stage.dtype, 2))
+            point = ops.at(self.batch, row, col, None)
+            store = Store(stage.buffer, tuple(point[a] for a in stage.axes), value)
+            conds = [] if covers(ops.rows.extent, s.bm) else [less(row, ops.rows.extent)]
+            conds += [] if covers(ops.cols.extent, s.bn) else [less(col, ops.cols.extent)]
+            out.append(For(e, const(per_slab // step), guard(all_of(conds), store), "unroll"))
+        return seq(out)
+
+    def _pairs(self) -> bool:
+        """Whether accumulator pairs (columns 2i, 2i + 1) store as one 16-bit pair: the result
+        is 16-bit, stored along a single column axis, its rows and the column extent even (a
+        pair is whole and 4-byte aligned)."""
+        ops, stage = self.ops, self.ops.stage
+        if not dtypes.is_half(stage.dtype) or ops.cols.axes != (stage.axes[-1],):
+            return False
+        row = const_value(as_expr(stage.shape[-1]))
+        extent = const_value(ops.cols.extent)
+        return row is not None and extent is not None and row % 2 == 0 and extent % 2 == 0

@@ -1,0 +1,171 @@
+"""The PyTorch frontend on modules written here and exported with `torch.export`: dynamic
+dimensions as symbols, ATen ops grouped as a fusing compiler would, an int4 linear written as
+unpack/dequantize/matmul as one kernel, each task computing what eager PyTorch computes,
+identical layers collapsing, unsupported ops listed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tunehub.compiler.program import load
+from tunehub.compiler.reference import evaluate
+from tunehub.frontends.names import identifier
+from tunehub.schemas.signature import SymbolDecl
+from tunehub.schemas.taskset import TaskSet
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from tunehub.frontends import torch_export  # noqa: E402
+
+
+def run_tasks(
+    taskset: TaskSet, module: Any, inputs: dict[str, Any], symbols: dict[str, int]
+) -> dict[str, np.ndarray]:
+    """Every task in order, each fed the module's weights, its inputs and what the tasks
+    before it computed: the values of the whole model, by signature name."""
+    values = {identifier(k): v.detach().numpy() for k, v in module.state_dict().items()}
+    values |= {k: v.detach().numpy() for k, v in inputs.items()}
+    for task in taskset.tasks:
+        program = load(task.signature)
+        feed = {t.name: values[t.name] for t in program.inputs}
+        values |= evaluate(program, feed, symbols)
+    return values
+
+
+class Block(nn.Module):
+    """linear + GELU, layer norm, softmax, rms norm: four kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(16, 32)
+        self.norm = nn.LayerNorm(32)
+        self.rms = nn.RMSNorm(32, eps=1e-6)
+
+    def forward(self, x: Any) -> Any:
+        h = self.norm(nn.functional.gelu(self.up(x)))
+        return self.rms(torch.softmax(h, dim=-1) * 3.0)
+
+
+def test_a_block_with_a_dynamic_dimension(tmp_path: Any) -> None:
+    seq = torch.export.Dim("seq", min=1, max=512)
+    module = Block().eval()
+    x = torch.randn(2, 5, 16)
+    taskset = torch_export.export(module, (x,), ({1: seq},))
+    assert [t.signature.name for t in taskset.tasks] == [
+        "linear_gelu",
+        "layer_norm",
+        "softmax_mul",
+        "rms_norm",
+    ]
+    assert taskset.symbols == {"seq": SymbolDecl(min=1, max=512)}
+    assert taskset.tasks[0].source_ops == ["up/linear", "gelu"]
+    assert taskset.left_out == [] and taskset.flops.share == 1.0
+    x = torch.randn(2, 7, 16)
+    values = run_tasks(taskset, module, {"x": x}, {"seq": 7})
+    (last,) = taskset.tasks[-1].signature.outputs
+    expected = module(x).detach().numpy()
+    np.testing.assert_allclose(values[last], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_shapes_by_argument_name_and_without_a_maximum() -> None:
+    """A Dim without `max` ends at the default range's end; dynamic_shapes may name the
+    forward's arguments."""
+    module = nn.Sequential(nn.Linear(8, 4), nn.Tanh())
+    taskset = torch_export.export(module, torch.randn(3, 8), {"input": {0: torch.export.Dim("n")}})
+    assert taskset.symbols == {"n": SymbolDecl(min=1, max=4096)}
+    assert [t.signature.name for t in taskset.tasks] == ["linear_tanh"]
+
+
+class Int4Linear(nn.Module):
+    """A linear layer over int4 weights, eight to an int32, written as PyTorch code: unpack,
+    dequantize with a scale per group of 16, then `linear`."""
+
+    def __init__(self, k: int = 64, n: int = 24, group: int = 16) -> None:
+        super().__init__()
+        self.k, self.n, self.group = k, n, group
+        packed = torch.randint(-(2**31), 2**31 - 1, (n, k // 8), dtype=torch.int32)
+        self.register_buffer("qweight", packed)
+        self.register_buffer("shifts", torch.arange(0, 32, 4, dtype=torch.int32))
+        self.register_buffer("scales", torch.rand(n, k // group))
+        self.bias = nn.Parameter(torch.randn(n))
+
+    def forward(self, x: Any) -> Any:
+        levels = (self.qweight.unsqueeze(-1) >> self.shifts) & 15
+        levels = levels.reshape(self.n, self.k // self.group, self.group)
+        weight = (levels.to(torch.float32) - 8) * self.scales.unsqueeze(-1)
+        return nn.functional.linear(x, weight.reshape(self.n, self.k), self.bias)
+
+
+def test_an_int4_linear_is_one_kernel_with_its_dequantizing_prologue() -> None:
+    module = Int4Linear()
+    tokens = torch.export.Dim("tokens", max=4096)
+    taskset = torch_export.export(module, (torch.randn(3, 64),), ({0: tokens},))
+    (task,) = taskset.tasks
+    assert [c.name for c in task.signature.computes] == [
+        *("unsqueeze", "rshift", "and_1", "reshape", "to", "sub", "unsqueeze_1", "mul"),
+        *("reshape_1", "linear_acc", "linear"),
+    ]
+    assert [t.name for t in task.signature.inputs] == ["qweight", "shifts", "scales", "x", "bias"]
+    assert task.signature.symbols == {"tokens": SymbolDecl(min=1, max=4096)}
+    x = torch.randn(5, 64)
+    values = run_tasks(taskset, module, {"x": x}, {"tokens": 5})
+    expected = module(x).detach().numpy()
+    np.testing.assert_allclose(values["linear"], expected, rtol=1e-4, atol=1e-4)
+
+
+class Layers(nn.Module):
+    """Two identical conv + ReLU layers, then an op with no mapping (a cumulative sum)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            *(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU()) for _ in range(2))
+        )
+
+    def forward(self, x: Any) -> Any:
+        return torch.cumsum(self.layers(x), dim=1)
+
+
+def test_identical_layers_collapse_and_unmapped_ops_are_listed() -> None:
+    module = Layers().eval()
+    x = torch.randn(1, 4, 8, 8)
+    taskset = torch_export.export(module, x)
+    (task,) = taskset.tasks
+    assert task.signature.name == "conv2d_relu" and task.weight == 2
+    assert task.source_ops == [
+        "layers.0.0/conv2d",
+        "layers.0.1/relu",
+        "layers.1.0/conv2d_1",
+        "layers.1.1/relu_1",
+    ]
+    (left,) = taskset.left_out
+    assert (left.op, left.count, left.reason) == (
+        "aten.cumsum.default",
+        1,
+        "no mapping for aten.cumsum",
+    )
+    assert left.names == ["cumsum"] and left.flops == 4 * 8 * 8
+    # The first layer's task, on its weights, is the first layer.
+    program = load(task.signature)
+    weights = module.layers[0][0]
+    feed = {"x": x.numpy(), "layers_0_0_weight": weights.weight.detach().numpy()}
+    feed["layers_0_0_bias"] = weights.bias.detach().numpy()
+    (got,) = evaluate(program, feed, {}).values()
+    np.testing.assert_allclose(got, module.layers[0](x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_module_that_does_not_export_is_refused() -> None:
+    from tunehub.frontends.errors import ModelError
+
+    class Branchy(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 2 if x.sum() > 0 else x  # data-dependent control flow
+
+    with pytest.raises(ModelError, match=r"torch\.export failed"):
+        torch_export.export(Branchy(), torch.randn(4))
+    with pytest.raises(ModelError, match=r"is not a torch\.nn\.Module"):
+        torch_export.export(lambda x: x, torch.randn(4))  # type: ignore[arg-type]
