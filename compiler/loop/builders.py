@@ -103,13 +103,45 @@ def product(extents: Iterable[Expr]) -> Expr:
 
 
 def flat_index(indices: tuple[Expr, ...], shape: tuple[Expr, ...]) -> Expr:
-    """Row-major element offset of `indices` in a buffer of `shape`."""
-    if len(indices) == 1:
-        return indices[0]
+    """Row-major element offset of `indices` in a buffer of `shape`.
+
+    Adjacent axes indexed by one flat value split the way a flattened group of axes splits
+    it (`x // (m * n)` then `(x // m) % n`, or `x // n` then `x % n`) are one axis indexed by
+    `x // m` (or `x`): C's truncating division makes `(t / n) * n + t % n == t` for every
+    `t`, so a packed convolution weight `W[f, k / 9, k / 3 % 3, k % 3]` is read at
+    `f * 576 + k`, not through three divisions per element."""
+    merged_indices, merged_shape = list(indices), list(shape)
+    i = 0
+    while i + 1 < len(merged_indices):
+        joined = _joined(merged_indices[i], merged_indices[i + 1], merged_shape[i + 1])
+        if joined is None:
+            i += 1
+            continue
+        merged_indices[i : i + 2] = [joined]
+        merged_shape[i : i + 2] = [mul(merged_shape[i], merged_shape[i + 1])]
+    if len(merged_indices) == 1:
+        return merged_indices[0]
     offset: Expr = const(0)
-    for index, extent in zip(indices, shape, strict=True):
+    for index, extent in zip(merged_indices, merged_shape, strict=True):
         offset = add(mul(offset, extent), index)
     return offset
+
+
+def _joined(outer: Expr, inner: Expr, extent: Expr) -> Expr | None:
+    """`t` where `outer` is `t // extent` and `inner` is `t % extent` (`t` itself possibly
+    `x // m`, `outer` then written `x // (m * extent)`), else None."""
+    if not (isinstance(inner, Binary) and inner.op == "%" and inner.b == extent):
+        return None
+    if not (isinstance(outer, Binary) and outer.op == "//"):
+        return None
+    t = inner.a
+    if outer.a == t and outer.b == extent:
+        return t
+    m = const_value(t.b) if isinstance(t, Binary) and t.op == "//" else None
+    n = const_value(extent)
+    if m is None or n is None or not isinstance(t, Binary) or outer.a != t.a:
+        return None
+    return t if const_value(outer.b) == m * n else None
 
 
 # ----------------------------------------------------------------------------- sequences

@@ -5,18 +5,16 @@ from __future__ import annotations
 import copy
 import json
 import re
-from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.compiler.c_ints import c_value
 from tests.signatures import MATMUL_BIAS_RELU
-from tunehub.compiler import dtypes
 from tunehub.compiler.errors import SignatureError
 from tunehub.compiler.ir import (
     Binary,
-    Call,
     Cast,
     Compute,
     Const,
@@ -24,7 +22,6 @@ from tunehub.compiler.ir import (
     ReduceAxis,
     Symbol,
     Tensor,
-    Unary,
     Var,
 )
 from tunehub.compiler.program import MAX_ELEMENTS, MAX_SYMBOL_VALUE, load
@@ -402,49 +399,6 @@ def test_intermediate_outputs_are_allowed():
 # -- soundness of the bounds proof, checked by brute force -----------------------------------
 
 
-def _wrap(value: int, dtype: str) -> int:
-    if dtype == "bool":
-        return int(bool(value))
-    bits = dtypes.BITS[dtype]
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if dtypes.is_signed(dtype) and value >> (bits - 1) else value
-
-
-def _eval(expr, env: dict[str, int]) -> int:
-    """C semantics for the integer subset the strategy below generates."""
-    if isinstance(expr, Const):
-        return int(expr.value)
-    if isinstance(expr, Var):
-        return env[expr.name]
-    if isinstance(expr, Cast):
-        return _wrap(_eval(expr.x, env), expr.dtype)
-    if isinstance(expr, Unary):
-        x = _eval(expr.x, env)
-        return _wrap(-x if expr.op == "neg" else ~x, expr.dtype)
-    if isinstance(expr, Call):
-        args = [_eval(a, env) for a in expr.args]
-        if expr.fn == "where":
-            return args[1] if args[0] else args[2]
-        fn = {"abs": lambda x: abs(x), "min": min, "max": max}[expr.fn]
-        return _wrap(fn(*args), expr.dtype)
-    assert isinstance(expr, Binary)
-    a, b = _eval(expr.a, env), _eval(expr.b, env)
-    ops = {
-        "+": lambda: a + b,
-        "-": lambda: a - b,
-        "*": lambda: a * b,
-        "//": lambda: int(Fraction(a, b)),
-        "%": lambda: a - b * int(Fraction(a, b)),
-        "&": lambda: a & b,
-        "|": lambda: a | b,
-        "^": lambda: a ^ b,
-        "<<": lambda: a << b,
-        ">>": lambda: a >> b,
-        "<": lambda: a < b,
-    }
-    return _wrap(ops[expr.op](), expr.dtype)
-
-
 @st.composite
 def _index(draw, depth: int = 0) -> str:
     if depth >= 3 or draw(st.integers(0, 2)) == 0:
@@ -494,7 +448,7 @@ def test_accepted_reads_are_in_bounds_for_every_symbol_value(index, extent):
             for i in range(m):
                 for j in range(4):
                     try:
-                        value = _eval(read, {"i": i, "j": j, "M": m, "N": n})
+                        value = c_value(read, {"i": i, "j": j, "M": m, "N": n})
                     except ZeroDivisionError:  # undefined, like in C: not a bounds question
                         continue
                     assert 0 <= value < size, (index, m, n, i, j, value)

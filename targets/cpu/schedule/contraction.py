@@ -67,7 +67,7 @@ from tunehub.compiler.schedule.stage import (
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.isa import vector_registers
-from tunehub.targets.cpu.schedule.gemm import Template, lanes_of, unpacked_columns
+from tunehub.targets.cpu.schedule.gemm import Template, k_orders, lanes_of, unpacked_columns
 from tunehub.targets.cpu.schedule.reduction import Reduction
 
 ROW_TILES = (0, 1, 2, 4, 6, 8, 12, 14, 16, 24, 28)  # mr; 0 = the plain nest
@@ -100,6 +100,7 @@ class PackedGemm(Schedule):
         "unroll": "unroll factor of the k loop around the register tile",
         "tile_order": "which register tiles run innermost: a row panel's (rows) or a column's",
         "prefetch": "k steps ahead the vector panel is prefetched (0: none)",
+        "k_order": "the reduce axes' order in k: as given, or as the lhs or rhs reads them",
     }
     fallback = Reduction()
 
@@ -116,6 +117,7 @@ class PackedGemm(Schedule):
             return self.fallback.knobs(stage, target)
         found_axes = len(found.lhs_axes) + len(found.rhs_axes) + len(found.unit_axes)
         n_outer = len(stage.axes) - found_axes + 2  # batch axes, then the col and row blocks
+        orders = k_orders(stage, found) if len(stage.anchor.reduce_axes) > 1 else {}
         return {
             "mr": ROW_TILES,
             "nv": VECTORS,
@@ -129,6 +131,7 @@ class PackedGemm(Schedule):
             "unroll": UNROLLS,
             "tile_order": ("cols", "rows"),
             "prefetch": PREFETCH,
+            **({"k_order": tuple(orders)} if orders else {}),
         }
 
     def naive(self, stage: Stage, target: Target) -> Config:
@@ -171,6 +174,11 @@ class PackedGemm(Schedule):
             prefetch=16,
             parallel=max(self.knobs(stage, target)["parallel"]),
         )
+        if "k_order" in config:  # read the larger side's panel (an im2col) contiguously
+            larger = (
+                "lhs" if _extent(stage, found.lhs_axes) >= _extent(stage, found.rhs_axes) else "rhs"
+            )
+            config["k_order"] = larger
         lanes = lanes_of(target, found.acc)
         small = k_extent is not None and k_extent * _extent(stage, cols) <= SMALL_UNPACKED
         if (

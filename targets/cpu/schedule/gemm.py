@@ -6,6 +6,7 @@ module doc there describes the loop structure.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import Stage, replace_loads
@@ -43,6 +44,7 @@ from tunehub.compiler.loop import (
     var,
     vector,
 )
+from tunehub.compiler.schedule.guards import split_loop
 from tunehub.compiler.schedule.plan import Group, Plan
 from tunehub.compiler.schedule.stage import Context, Loop, nest
 from tunehub.compiler.schedule.vectorize import depends, vector_of, vectorize
@@ -95,6 +97,42 @@ def unpacked_columns(stage: Stage, found: Plan, vec_side: str, nr: int, lanes: i
 # ----------------------------------------------------------------------------- the lowering
 
 
+def _walked(group: Group) -> bool:
+    """Whether packing walks `group` by rows of its last axis (`Template._walk`): a group of
+    several axes whose last one is long enough to pay for a row loop (3-wide filter rows do
+    not; their flat index usually merges back into one, `flat_index`)."""
+    last = const_value(group.extents[-1]) if group.axes else 1
+    return len(group.axes) > 1 and (last is None or last >= WALKED_ROW)
+
+
+def k_orders(stage: Stage, found: Plan) -> dict[str, tuple[str, ...]]:
+    """The orders the reduce axes can be flattened in (the sum is the same in any): as the
+    signature gives them, and as each factor side reads them most contiguously (the axes it
+    indexes in inner tensor dimensions last); equal orders in some forms, so that every
+    form of a computation has the same knobs. An NHWC convolution's
+    data side reads channels contiguously, its weights the filter window: a k run over the
+    channels packs with vector loads, one over the window with strided ones."""
+    given = tuple(r.name for r in stage.anchor.reduce_axes)
+    return {
+        "given": given,
+        "lhs": _contiguous(found.lhs, given),
+        "rhs": _contiguous(found.rhs, given),
+    }
+
+
+def _contiguous(side: Expr, axes: tuple[str, ...]) -> tuple[str, ...]:
+    def depth(axis: str) -> int:  # the innermost dimension (-1: the last) indexed by it
+        dims = [
+            n - len(ld.indices)
+            for ld in loads(side)
+            for n, index in enumerate(ld.indices)
+            if depends(index, (axis,))
+        ]
+        return max(dims, default=-len(axes) - 1)
+
+    return tuple(sorted(axes, key=depth))
+
+
 def _eq(a: Expr, b: Expr) -> Expr:
     return Binary("==", a, b, "bool")
 
@@ -102,6 +140,9 @@ def _eq(a: Expr, b: Expr) -> Expr:
 def _at(buf: str, offset: Expr, dtype: str) -> Expr:
     """A read of `buf` at a flat element offset (a vector of them for a vector dtype)."""
     return Load(buf, (offset,), dtype)
+
+
+WALKED_ROW = 8  # the shortest last axis a packing walks by rows
 
 
 class Template:
@@ -138,10 +179,9 @@ class Template:
         free_cols = tuple(a for a in col_axes if a not in self.fixed)
         self.row = Group(free_rows, tuple(shape[a] for a in free_rows))
         self.col = Group(free_cols, tuple(shape[a] for a in free_cols))
-        reduce_axes = stage.anchor.reduce_axes
-        self.k = Group(
-            tuple(r.name for r in reduce_axes), tuple(as_expr(r.extent) for r in reduce_axes)
-        )
+        extents = {r.name: as_expr(r.extent) for r in stage.anchor.reduce_axes}
+        order = k_orders(stage, found)[str(config.get("k_order", "given"))]
+        self.k = Group(order, tuple(extents[a] for a in order))
         grouped = set(row_axes) | set(col_axes) | set(self.fixed)
         self.batch = tuple((a, shape[a]) for a in stage.axes if a not in grouped)
         k_total = const_value(self.k.extent)
@@ -274,28 +314,56 @@ class Template:
         panel, kk, lane, width = ctx.fresh("pp"), ctx.fresh("pk"), ctx.fresh("pl"), ctx.fresh("pw")
         first_lane = add(start, mul(var(panel), const(tile)))
 
-        def at(k: Expr) -> Expr:
+        def at(k: Expr, lane_at: Expr | None = None) -> Expr:
+            lane_at = var(lane) if lane_at is None else lane_at
             if k_fastest:
-                return add(mul(add(mul(var(panel), const(tile)), var(lane)), self.k_stride), k)
-            return add(mul(add(mul(var(panel), self.k_stride), k), const(tile)), var(lane))
+                return add(mul(add(mul(var(panel), const(tile)), lane_at), self.k_stride), k)
+            return add(mul(add(mul(var(panel), self.k_stride), k), const(tile)), lane_at)
+
+        def lanes_at(at_lane: Expr) -> dict[str, Expr]:
+            return group.index(add(first_lane, at_lane))
+
+        def ks_at(k: Expr) -> dict[str, Expr]:
+            return self.k.index(add(k0, k))
+
+        def point(lanes: dict[str, Expr], ks: dict[str, Expr]) -> Expr:
+            return substitute(side, {**index, **lanes, **ks})
 
         def value(k: Expr) -> Expr:
-            lane_index = group.index(add(first_lane, var(lane)))
-            return substitute(side, {**index, **lane_index, **self.k.index(add(k0, k))})
+            return point(lanes_at(var(lane)), ks_at(k))
 
-        def packed(k: Expr) -> Stmt:
-            return Store(buf, (at(k),), value(k))
+        def over_lanes(k: Expr) -> Stmt:
+            """The panel's lanes at one k."""
+            if not _walked(group):
+                return nest([self._vector_loop(lane, var(width))], Store(buf, (at(k),), value(k)))
+            return self._walk(
+                group,
+                first_lane,
+                var(width),
+                lambda lanes: point(lanes, ks_at(k)),
+                lambda at_lane, packed: Store(buf, (at(k, at_lane),), packed),
+            )
 
-        store = packed(var(kk))
+        def over_k() -> Stmt:
+            """One lane's k values."""
+            if not _walked(self.k):
+                loop = self._vector_loop(kk, depth) if k_fastest else Loop(kk, depth)
+                return nest([loop], Store(buf, (at(var(kk)),), value(var(kk))))
+            return self._walk(
+                self.k,
+                k0,
+                depth,
+                lambda ks: point(lanes_at(var(lane)), ks),
+                lambda k, packed: Store(buf, (at(k),), packed),
+            )
+
         offset = at(var(kk))
-        if k_fastest:
-            fill = nest([Loop(lane, var(width)), self._vector_loop(kk, depth)], store)
-        elif _k_inner(side, self.k.axes, group.axes) and _transforms(side):
+        if _k_inner(side, self.k.axes, group.axes) and _transforms(side) and not k_fastest:
             fill = self._runs(buf, lane, var(width), depth, value, at)
-        elif _k_inner(side, self.k.axes, group.axes):
-            fill = nest([Loop(lane, var(width)), Loop(kk, depth)], store)
+        elif k_fastest or _k_inner(side, self.k.axes, group.axes):
+            fill = For(lane, var(width), over_k())
         else:
-            fill = nest([Loop(kk, depth), self._vector_loop(lane, var(width))], store)
+            fill = For(kk, depth, over_lanes(var(kk)))
         zero = Store(buf, (offset,), Const(0, self.acc))
         pad = For(kk, depth, For(lane, sub(const(tile), var(width)), zero, start=var(width)))
         lanes_left = minimum(const(tile), sub(count, mul(var(panel), const(tile))))
@@ -310,6 +378,34 @@ class Template:
             )
             fill = If(_eq(var(width), const(tile)), For(kk, depth, whole), seq(fill, pad))
         return For(panel, ceildiv(count, tile), seq(Decl(width, INDEX, init=lanes_left), fill))
+
+    def _walk(
+        self,
+        group: Group,
+        first: Expr,
+        count: Expr,
+        value: Callable[[dict[str, Expr]], Expr],
+        store: Callable[[Expr, Expr], Stmt],
+    ) -> Stmt:
+        """Flat indices `first` .. `first + count` of a group of axes walked row by row of its
+        last axis: the other axes' indices are divided out once per row, and the last axis
+        runs as a loop of its own, split where a padding guard holds (`guards`), so a value
+        costs no division and no test and its reads are contiguous (a convolution's im2col
+        panel: divisions by the image width and bound tests were most of its packing).
+        `value(index)` is the value at an index of the group's axes, `store(n, value)`
+        stores the n-th."""
+        row, x = self.ctx.fresh("prow"), self.ctx.fresh("px")
+        extent = group.extents[-1]
+        base = mul(var(row), extent)
+        rows_from = Binary("//", first, extent, INDEX)
+        rows_to = Binary("//", add(add(first, count), sub(extent, const(1))), extent, INDEX)
+        x_from = Call("max", (const(0), sub(first, base)), INDEX)
+        x_to = minimum(extent, sub(add(first, count), base))
+        outer = Group(group.axes[:-1], group.extents[:-1])
+        at = {**outer.index(var(row)), group.axes[-1]: var(x)}
+        n = sub(add(base, var(x)), first)
+        columns = split_loop(x, x_from, x_to, value(at), partial(store, n))
+        return For(row, sub(rows_to, rows_from), columns, start=rows_from)
 
     def _runs(
         self,
