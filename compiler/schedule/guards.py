@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Unary, Var, transform, walk
-from tunehub.compiler.loop import For, Stmt, add, const, minimum, seq, sub
+from tunehub.compiler.loop import For, If, Stmt, add, const, minimum, seq, sub
 from tunehub.compiler.schedule.vectorize import depends
 
 # comparison -> (lower bound offset, upper bound offset) of `x` for `x op r` (coefficient 1);
@@ -26,11 +26,13 @@ _MIRROR = {">=": "<=", ">": "<", "<=": ">=", "<": ">", "==": "=="}
 
 @dataclass(frozen=True)
 class Split:
-    """A guarded expression along one variable: `inside` holds for `lower <= x < upper`
-    (its guard reduced to what does not depend on `x`), `outside` everywhere else."""
+    """A guarded expression along one variable: for `lower <= x < upper` it is `inside`
+    where `uniform` (the guard's tests free of `x`; None: none) holds, `outside` otherwise;
+    `inside` keeps the tests that depend on `x` but not linearly."""
 
     lower: Expr
     upper: Expr
+    uniform: Expr | None
     inside: Expr
     outside: Expr
 
@@ -81,15 +83,12 @@ def split(expr: Expr, name: str) -> Split | None:
     if not lowers and not uppers:
         return None
     taken, other = guard.args[1:]
-    reduced = taken
-    if kept:
-        rest = kept[0]
-        for test in kept[1:]:
-            rest = Binary("and", rest, test, "bool")
-        reduced = Call("where", (rest, taken, other), guard.dtype)
+    varying = _all([t for t in kept if depends(t, (name,))])
+    reduced = taken if varying is None else Call("where", (varying, taken, other), guard.dtype)
     return Split(
         lower=_fold("max", lowers),
         upper=_fold("min", uppers),
+        uniform=_all([t for t in kept if not depends(t, (name,))]),
         inside=transform(expr, lambda e: reduced if e == guard else None),
         outside=transform(expr, lambda e: other if e == guard else None),
     )
@@ -107,11 +106,25 @@ def split_loop(
     # iteration, whatever the bounds.
     enter = minimum(Call("max", (parts.lower, start), INDEX), stop)
     leave = minimum(Call("max", (parts.upper, enter), INDEX), stop)
+    middle: Stmt = For(name, sub(leave, enter), body(parts.inside), start=enter)
+    if parts.uniform is not None:  # tested once for the whole range, not per element
+        skipped = For(name, sub(leave, enter), body(parts.outside), start=enter)
+        middle = If(parts.uniform, middle, skipped)
     return seq(
         For(name, sub(enter, start), body(parts.outside), start=start),
-        For(name, sub(leave, enter), body(parts.inside), start=enter),
+        middle,
         For(name, sub(stop, leave), body(parts.outside), start=leave),
     )
+
+
+def _all(tests: list[Expr]) -> Expr | None:
+    """The conjunction of `tests` (None for none)."""
+    if not tests:
+        return None
+    out = tests[0]
+    for test in tests[1:]:
+        out = Binary("and", out, test, "bool")
+    return out
 
 
 def _conjuncts(cond: Expr) -> list[Expr]:

@@ -66,7 +66,8 @@ def test_a_split_holds_exactly_where_its_guard_does(guard: Expr, r: int, y: int)
     lower, upper = c_value(parts.lower, env), c_value(parts.upper, env)
     for x in range(-10, 40):
         here = {**env, "x": x}
-        inside = lower <= x < upper
+        uniform = parts.uniform is None or bool(c_value(parts.uniform, here))
+        inside = lower <= x < upper and uniform
         chosen = parts.inside if inside else parts.outside
         # The chosen form computes what the guarded one does at this x.
         expected_taken = bool(c_value(guard, here))
