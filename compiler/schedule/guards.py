@@ -95,26 +95,31 @@ def split(expr: Expr, name: str) -> Split | None:
 
 
 def split_loop(
-    name: str, start: Expr, stop: Expr, value: Expr, body: Callable[[Expr], Stmt]
+    name: str,
+    start: Expr,
+    stop: Expr,
+    value: Expr,
+    body: Callable[[Expr], Stmt],
+    kind: str = "serial",
+    factor: int = 0,
 ) -> Stmt:
     """`for name in [start, stop): body(value)`, split where `value`'s guard on `name` holds
-    (`split`); one plain loop when it has none."""
+    (`split`); one loop when it has none. Every part is a loop of `kind` and `factor`."""
+
+    def loop(first: Expr, last: Expr, part: Expr) -> Stmt:
+        return For(name, sub(last, first), body(part), kind, first, factor)
+
     parts = split(value, name)
     if parts is None:
-        return For(name, sub(stop, start), body(value), start=start)
+        return loop(start, stop, value)
     # Each part clamped into [start, stop) and after the one before: empty parts run no
     # iteration, whatever the bounds.
     enter = minimum(Call("max", (parts.lower, start), INDEX), stop)
     leave = minimum(Call("max", (parts.upper, enter), INDEX), stop)
-    middle: Stmt = For(name, sub(leave, enter), body(parts.inside), start=enter)
+    middle = loop(enter, leave, parts.inside)
     if parts.uniform is not None:  # tested once for the whole range, not per element
-        skipped = For(name, sub(leave, enter), body(parts.outside), start=enter)
-        middle = If(parts.uniform, middle, skipped)
-    return seq(
-        For(name, sub(enter, start), body(parts.outside), start=start),
-        middle,
-        For(name, sub(stop, leave), body(parts.outside), start=leave),
-    )
+        middle = If(parts.uniform, middle, loop(enter, leave, parts.outside))
+    return seq(loop(start, enter, parts.outside), middle, loop(leave, stop, parts.outside))
 
 
 def _all(tests: list[Expr]) -> Expr | None:

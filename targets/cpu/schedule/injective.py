@@ -38,10 +38,15 @@ UNROLLS = (1, 2, 4, 8)
 MAX_COLLAPSE = 3
 
 
-def tiles_below(size: Extent, candidates: tuple[int, ...]) -> tuple[int, ...]:
+def tiles_below(
+    size: Extent, candidates: tuple[int, ...], covering: bool = False
+) -> tuple[int, ...]:
     """The candidate tiles that are smaller than a constant extent (all for a symbol); 0 and
-    1 (no tiling) are always kept."""
-    return tuple(t for t in candidates if t <= 1 or isinstance(size, str) or t < size)
+    1 (no tiling) are always kept, and with `covering` the smallest that holds the whole
+    extent (one tile, clipped to it)."""
+    below = tuple(t for t in candidates if t <= 1 or isinstance(size, str) or t < size)
+    above = [t for t in candidates if isinstance(size, int) and t >= size]
+    return (*below, min(above)) if covering and above else below
 
 
 class Injective(Schedule):

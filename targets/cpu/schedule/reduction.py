@@ -39,6 +39,7 @@ from tunehub.compiler.loop import (
     var,
     vector,
 )
+from tunehub.compiler.schedule.guards import split_loop
 from tunehub.compiler.schedule.stage import (
     Context,
     Loop,
@@ -77,7 +78,7 @@ class Reduction(Schedule):
         n = len(stage.axes)
         knobs: dict[str, tuple[Knob, ...]] = {}
         if n >= 1:
-            knobs["cols"] = tiles_below(stage.shape[-1], COLUMN_TILES)
+            knobs["cols"] = tiles_below(stage.shape[-1], COLUMN_TILES, covering=True)
         knobs["parallel"] = tuple(range(min(MAX_COLLAPSE, n) + 1))
         knobs["split"] = (False, True)
         knobs["vec"] = (0, *vector_widths(target, accumulator_dtype(stage)))
@@ -90,8 +91,13 @@ class Reduction(Schedule):
     def default(self, stage: Stage, target: Target) -> Config:
         knobs = self.knobs(stage, target)
         config = self.naive(stage, target)
-        last_reduce = stage.anchor.reduce_axes[-1].name
-        if stage.axes and not contiguous(stage, last_reduce) and contiguous(stage, stage.axes[-1]):
+        last_reduce = stage.anchor.reduce_axes[-1]
+        # Row order vectorizes the reduce loop: worth it where that loop reads contiguous
+        # memory and is at least a vector long; otherwise (a column sum, a depthwise
+        # convolution's 3-wide window) vectorize along the output's contiguous last axis.
+        short = isinstance(last_reduce.extent, int) and last_reduce.extent < knobs["vec"][-1]
+        row_order = contiguous(stage, last_reduce.name) and not short
+        if stage.axes and not row_order and contiguous(stage, stage.axes[-1]):
             config["cols"] = max(knobs["cols"])
         config["parallel"] = min(1, len(stage.axes))
         config["split"] = not stage.axes
@@ -220,11 +226,20 @@ def _columns(
         reduce_loops.append(Loop(ctx.fresh(axis.name), as_expr(axis.extent)))
         reduce_index[axis.name] = var(reduce_loops[-1].var)
     spatial = tuple(index[a] for a in stage.axes)
-    update = Store(acc, (var(lane),), combine(op, element, term(stage, reduce_index)))
+    # A padded read (a depthwise convolution's) splits the tile where its guard holds.
+    update = split_loop(
+        lane,
+        const(0),
+        width,
+        combine(op, element, term(stage, reduce_index)),
+        lambda value: Store(acc, (var(lane),), value),
+        tile.kind,
+        tile.factor,
+    )
     return seq(
         Decl(acc, dtype, (int(config["cols"]),)),
         nest([tile], Store(acc, (var(lane),), identity(op, dtype))),
-        nest(reduce_loops, hoisted(stage, ctx, nest([tile], update))),
+        nest(reduce_loops, hoisted(stage, ctx, update)),
         hoisted(
             stage, ctx, nest([tile], Store(stage.buffer, spatial, stage.finish(element, index)))
         ),
