@@ -39,10 +39,10 @@ def example(name: str) -> dict[str, Any]:
     return data
 
 
-def shoot(page: Page, url: str, path: Path) -> None:
+def shoot(page: Page, url: str, path: Path, *, full_page: bool = True) -> None:
     page.goto(url)
     page.wait_for_load_state("networkidle")
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
@@ -74,7 +74,8 @@ def main() -> None:
                 shoot(page, ui, out / "tunings.png")
                 shoot(page, f"{ui}/workers", out / "workers.png")
                 client.wait(running.id, timeout_s=TIMEOUT_S)
-                shoot(page, f"{ui}/tunings/{matmul.id}", out / "tuning.png")
+                # The curves and the newest records: its whole table is taller than useful.
+                shoot(page, f"{ui}/tunings/{matmul.id}", out / "tuning.png", full_page=False)
                 shoot(page, f"{ui}/workloads", out / "workloads.png")
                 shoot(page, f"{ui}/workloads/{workload_key(load(int4))}", out / "workload.png")
                 browser.close()

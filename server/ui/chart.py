@@ -138,9 +138,19 @@ def _steps(points: Sequence[Point], end: float) -> str:
 def _x_ticks(
     x_max: float, left: float, right: float, x_format: Callable[[float], str]
 ) -> tuple[Tick, ...]:
+    """Ticks at round values (multiples of 1, 2 or 5 times a power of ten) up to `x_max`."""
+    step = nice_step(x_max / (X_TICKS - 1))
+    count = int(x_max / step + 1e-9) + 1
     return tuple(
-        Tick(
-            round(left + (right - left) * i / (X_TICKS - 1), 1), x_format(x_max * i / (X_TICKS - 1))
-        )
-        for i in range(X_TICKS)
+        Tick(round(left + (right - left) * i * step / x_max, 1), x_format(i * step))
+        for i in range(count)
     )
+
+
+def nice_step(rough: float) -> float:
+    """The smallest of 1, 2 or 5 times a power of ten that is at least `rough` (> 0), and
+    at least 1: trials are whole, and the wall time's axis needs no finer ticks."""
+    if rough <= 1:
+        return 1.0
+    power = 10 ** math.floor(math.log10(rough))
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= rough - 1e-9))

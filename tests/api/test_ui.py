@@ -174,7 +174,10 @@ def test_with_tokens_the_pages_need_a_token(make_client: MakeClient) -> None:
     bad = client.post("/ui/login", content=f"token={revoked}&next=/ui/workers", headers=form)
     assert bad.status_code == 401 and "invalid or revoked" in bad.text
     good = client.post(
-        "/ui/login", content=f"token={secret}&next=/ui/workers", headers=form, follow_redirects=False
+        "/ui/login",
+        content=f"token={secret}&next=/ui/workers",
+        headers=form,
+        follow_redirects=False,
     )
     assert good.status_code == 303
     assert good.headers["location"] == "/ui/workers"
