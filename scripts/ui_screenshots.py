@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, ViewportSize, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -30,7 +30,7 @@ from tunehub.compiler.program import load  # noqa: E402
 from tunehub.server.standalone import Stack, StackConfig  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1280, "height": 860}
+VIEWPORT = ViewportSize(width=1280, height=860)
 TIMEOUT_S = 900
 
 

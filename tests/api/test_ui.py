@@ -36,8 +36,8 @@ def _tuning(client: TestClient, sig: dict[str, Any]) -> int:
         tuning = store.create_tuning(
             s, workload_key=key, target=TARGET, symbols={}, trials=8, strategy="random"
         )
-        trials = [
-            (naive, RecordStatus.OK, 1e-3, None),
+        trials: list[tuple[dict[str, Any], RecordStatus, float | None, str | None]] = [
+            (dict(naive), RecordStatus.OK, 1e-3, None),
             ({"tile": 3}, RecordStatus.COMPILE_ERROR, None, f"error: {HOSTILE}\nline 2"),
             ({"tile": 8}, RecordStatus.OK, 2e-4, None),
         ]
