@@ -295,7 +295,11 @@ def workers_page(redis: Redis | None, *, now: datetime | None = None) -> Workers
             )
         )
     queues = sorted(Queue.all(connection=redis), key=lambda q: q.name)
-    rows = [QueueRow(q.name, q.count, StartedJobRegistry(queue=q).count) for q in queues]
+    # Counted without RQ's cleanup: a page that reads should not move jobs between registries.
+    rows = [
+        QueueRow(q.name, q.count, StartedJobRegistry(queue=q).get_job_count(cleanup=False))
+        for q in queues
+    ]
     return WorkersPage(True, workers, rows)
 
 
