@@ -215,7 +215,7 @@ def tuning_page(s: Session, tuning: Tuning, *, now: datetime | None = None) -> T
     speedup = None
     if best and summary.baseline_latency_s:
         speedup = f"{summary.baseline_latency_s / best:.3g}x"
-    rows = [_record_row(r, trial) for trial, r in enumerate(records, 1)]
+    newest = list(enumerate(records, 1))[::-1][:RECORDS_SHOWN]
     return TuningPage(
         tuning=tuning_rows(s, [tuning])[0],
         active=_is_active(tuning),
@@ -227,8 +227,8 @@ def tuning_page(s: Session, tuning: Tuning, *, now: datetime | None = None) -> T
         failures=summary.failures,
         by_trial=by_trial,
         by_time=by_time,
-        records=rows[::-1][:RECORDS_SHOWN],
-        records_total=len(rows),
+        records=[_record_row(r, trial) for trial, r in newest],
+        records_total=len(records),
     )
 
 

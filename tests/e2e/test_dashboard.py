@@ -64,6 +64,9 @@ def test_every_page_loads_and_a_live_tuning_curve_grows(
     row = page.locator(f'tr[data-tuning="{submitted.id}"]')
     expect(row).to_be_visible()
     expect(row.locator(".trials")).to_contain_text(f"/ {TRIALS}")
+    # The list refreshes itself too, and still shows the tuning after it has.
+    page.wait_for_function("Number(document.querySelector('[data-live]').dataset.refreshed) > 0")
+    expect(row).to_be_visible()
 
     page.goto(f"{ui}/tunings/{submitted.id}")
     expect(page.locator("h1")).to_contain_text(f"Tuning {submitted.id}")
