@@ -9,9 +9,10 @@ from typing import Any
 from fastapi.testclient import TestClient
 from redis import Redis
 from rq import Queue
+from sqlalchemy import event
 
 from tests.api.conftest import MakeClient
-from tests.api.data import key_of, make_token, sessions, signature
+from tests.api.data import add_record, key_of, make_token, sessions, signature
 from tests.service.workers import Fleet
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
@@ -211,3 +212,37 @@ def test_an_open_server_shows_the_pages_only_locally(make_client: MakeClient) ->
     refused = remote.get("/ui")
     assert refused.status_code == 403
     assert "auth=open" in refused.json()["detail"]
+
+
+def _statements(client: TestClient, path: str) -> int:
+    """How many SQL statements answering `path` runs."""
+    statements: list[str] = []
+    engine = sessions(client).kw["bind"]
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        assert client.get(path).status_code == 200
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    return len(statements)
+
+
+def test_a_page_runs_as_many_queries_for_many_rows_as_for_few(client: TestClient) -> None:
+    names = ["matmul_128", "softmax", "gelu", "layernorm", "rmsnorm", "column_sum"]
+    tuning_id = _tuning(client, signature(names[0]))
+    add_record(client, signature(names[1]))
+    few = {path: _statements(client, path) for path in ("/ui", "/ui/workloads")}
+    few_records = _statements(client, f"/ui/tunings/{tuning_id}")
+    for name in names[2:]:
+        _tuning(client, signature(name))
+        add_record(client, signature(name), target="cpu:x86_64-avx512")
+    for _ in range(5):
+        add_record(client, signature(names[0]), config={"tile": 1}, latency_s=5e-4)
+    with session_scope(sessions(client)) as s:
+        for record in store.list_records(s, workload_key=key_of(signature(names[0]))):
+            record.tuning_id = tuning_id  # now eight trials
+    assert {path: _statements(client, path) for path in few} == few
+    assert _statements(client, f"/ui/tunings/{tuning_id}") == few_records
