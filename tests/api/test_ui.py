@@ -27,21 +27,23 @@ TARGET = "cpu:x86_64-avx2"
 HOSTILE = "<script>alert('x')</script>"
 
 
-def _tuning(client: TestClient, sig: dict[str, Any]) -> int:
+def _tuning(client: TestClient, sig: dict[str, Any], more: int = 0) -> int:
     """A running tuning of `sig` with three trials: the naive config (1 ms), a failure whose
-    log holds markup, and a faster kernel (200 us)."""
+    log holds markup, and a faster kernel (200 us); then `more` slower ones."""
     naive = space_for(load(sig), Target.parse(TARGET)).naive()
     with session_scope(sessions(client)) as s:
         key = key_of(sig)
         store.upsert_workload(s, key=key, name=sig["name"], signature=sig)
         tuning = store.create_tuning(
-            s, workload_key=key, target=TARGET, symbols={}, trials=8, strategy="random"
+            s, workload_key=key, target=TARGET, symbols={}, trials=8 + more, strategy="random"
         )
         trials: list[tuple[dict[str, Any], RecordStatus, float | None, str | None]] = [
             (dict(naive), RecordStatus.OK, 1e-3, None),
             ({"tile": 3}, RecordStatus.COMPILE_ERROR, None, f"error: {HOSTILE}\nline 2"),
             ({"tile": 8}, RecordStatus.OK, 2e-4, None),
+            *(({"tile": 16 + i}, RecordStatus.OK, 5e-4, None) for i in range(more)),
         ]
+        best = None
         for config, status, latency, log in trials:
             record = store.add_record(
                 s,
@@ -63,12 +65,15 @@ def _tuning(client: TestClient, sig: dict[str, Any]) -> int:
                     artifact_sha256=None,
                 ),
             )
+            if config == {"tile": 8}:
+                best = record
+        assert best is not None
         store.update_tuning(
             s,
             tuning.id,
             status=TuningStatus.RUNNING,
-            trials_done=3,
-            best_record_id=record.id,
+            trials_done=len(trials),
+            best_record_id=best.id,
         )
         return tuning.id
 
@@ -239,10 +244,6 @@ def test_a_page_runs_as_many_queries_for_many_rows_as_for_few(client: TestClient
     for name in names[2:]:
         _tuning(client, signature(name))
         add_record(client, signature(name), target="cpu:x86_64-avx512")
-    for _ in range(5):
-        add_record(client, signature(names[0]), config={"tile": 1}, latency_s=5e-4)
-    with session_scope(sessions(client)) as s:
-        for record in store.list_records(s, workload_key=key_of(signature(names[0]))):
-            record.tuning_id = tuning_id  # now eight trials
+    many_records = _tuning(client, signature(names[0]), more=20)
     assert {path: _statements(client, path) for path in few} == few
-    assert _statements(client, f"/ui/tunings/{tuning_id}") == few_records
+    assert _statements(client, f"/ui/tunings/{many_records}") == few_records
