@@ -14,9 +14,14 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.e2e.conftest import Service, example
+from tests.service.redis_server import redis_server_binary
 from tunehub.client.sdk import Client
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
+from tunehub.schemas.api import Scope
+from tunehub.server.db import tokens
+from tunehub.server.db.session import make_engine, session_factory, session_scope
+from tunehub.server.standalone import Stack, StackConfig
 
 # A workload no other end-to-end test tunes, so this tuning starts from nothing.
 TASK = "rmsnorm"
@@ -100,3 +105,37 @@ def test_every_page_loads_and_a_live_tuning_curve_grows(
     for process in service.fleet.processes:
         expect(page.locator("table.workers")).to_contain_text(process.name)
     expect(page.locator("table.queues")).to_contain_text("tunehub:tuner")
+
+
+def test_a_browser_logs_in_with_a_token(tmp_path: Path, page: Page) -> None:
+    if redis_server_binary() is None:
+        pytest.skip("redis-server is not on PATH")
+    database_url = f"sqlite:///{tmp_path / 'tunehub.db'}"
+    config = StackConfig(
+        home=tmp_path,
+        database_url=database_url,
+        workers=0,
+        tuner=False,
+        env={"TUNEHUB_AUTH": "token"},
+    )
+    with Stack(config) as stack:
+        engine = make_engine(database_url)
+        with session_scope(session_factory(engine)) as s:
+            _, secret = tokens.create_token(s, name="browser", scope=Scope.READ)
+        engine.dispose()
+
+        page.goto(f"{stack.url}/ui/workers")
+        expect(page.locator("h1")).to_have_text("Log in")
+        page.fill("input[name=token]", "not-a-token")
+        page.click("button[type=submit]")
+        expect(page.locator("p.error")).to_contain_text("invalid or revoked")
+        page.fill("input[name=token]", secret)
+        page.click("button[type=submit]")
+        # Back where it was going, and every page opens with the cookie.
+        expect(page.locator("h1")).to_have_text("Workers and queues")
+        page.click("nav >> text=Tunings")
+        expect(page.locator("h1")).to_have_text("Tunings")
+        page.click("text=Log out")
+        expect(page.locator("h1")).to_have_text("Log in")
+        page.goto(f"{stack.url}/ui")
+        expect(page.locator("h1")).to_have_text("Log in")
