@@ -22,7 +22,15 @@ from tunehub.server.api.auth import is_loopback
 from tunehub.server.api.deps import Services
 from tunehub.server.api.limits import BodyLimitMiddleware
 from tunehub.server.api.metrics import Metrics, MetricsMiddleware
-from tunehub.server.api.routes import artifacts, health, tuning_groups, tunings, workers, workloads
+from tunehub.server.api.routes import (
+    artifacts,
+    health,
+    tuning_groups,
+    tunings,
+    ui,
+    workers,
+    workloads,
+)
 from tunehub.server.api.verifier import TokenVerifier
 from tunehub.server.best import BestLookup
 from tunehub.server.db.session import make_engine, migrate, session_factory
@@ -84,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     for module in (tunings, tuning_groups, workloads, artifacts, workers, health):
         app.include_router(module.router)
+    ui.install(app)
     return app
 
 

@@ -22,7 +22,7 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tunehub.schemas.api import Scope
-from tunehub.server.api.deps import ServicesDep
+from tunehub.server.api.deps import Services, ServicesDep
 
 # Longer "secrets" are not ours; refused before they are hashed or cached.
 MAX_SECRET_CHARS = 256
@@ -41,34 +41,42 @@ def is_loopback(host: str) -> bool:
 def require(needed: Scope) -> Callable[..., Awaitable[None]]:
     """A dependency that lets a request through only with a scope that includes `needed`."""
 
-    async def authorize(
+    async def authorize_bearer(
         request: Request,
         services: ServicesDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
-        if services.settings.auth == "open":
-            client = request.client.host if request.client else ""
-            if not is_loopback(client):
-                raise HTTPException(
-                    status.HTTP_403_FORBIDDEN,
-                    "this server runs without tokens (auth=open) and answers only local clients",
-                )
-            return
-        if credentials is None:
-            raise _unauthorized("an API token is required (Authorization: Bearer <token>)")
-        secret = credentials.credentials
-        scope = None
-        if len(secret) <= MAX_SECRET_CHARS:
-            scope = await services.tokens.scope_of(secret)
-        if scope is None:
-            raise _unauthorized("the API token is invalid or revoked")
-        if not scope.allows(needed):
+        secret = None if credentials is None else credentials.credentials
+        await authorize(request, services, secret, needed)
+
+    return authorize_bearer
+
+
+async def authorize(
+    request: Request, services: Services, secret: str | None, needed: Scope
+) -> None:
+    """Let the request through with `secret` (a token's, however it came: a bearer header,
+    the dashboard's cookie) when it grants `needed`; HTTPException 401 or 403 otherwise."""
+    if services.settings.auth == "open":
+        client = request.client.host if request.client else ""
+        if not is_loopback(client):
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,
-                f"this needs a token with the {needed} scope; this one has {scope}",
+                "this server runs without tokens (auth=open) and answers only local clients",
             )
-
-    return authorize
+        return
+    if secret is None:
+        raise _unauthorized("an API token is required (Authorization: Bearer <token>)")
+    scope = None
+    if len(secret) <= MAX_SECRET_CHARS:
+        scope = await services.tokens.scope_of(secret)
+    if scope is None:
+        raise _unauthorized("the API token is invalid or revoked")
+    if not scope.allows(needed):
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"this needs a token with the {needed} scope; this one has {scope}",
+        )
 
 
 # Route and router dependencies.
