@@ -26,7 +26,12 @@ def describe_machine() -> str:
         memory = f", {total_kb / 2**20:.0f} GiB"
     except (OSError, ValueError, IndexError):
         pass
-    return f"{model}, {os.cpu_count()} cores{memory}, {platform.system()} {platform.release()}"
+    # The load when the report was written: figures from a busy machine say so.
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"{model}, {os.cpu_count()} cores{memory}, {platform.system()} {platform.release()}, "
+        f"load average {load:.1f}"
+    )
 
 
 def git_commit() -> str:
