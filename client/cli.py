@@ -25,6 +25,7 @@ from rich.table import Table
 
 from tunehub.client.commands import cuda, extract, remote, services
 from tunehub.client.commands.common import (
+    DEVICE_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
@@ -269,6 +270,7 @@ def tune(
     help="Export the best kernel of every tuned symbol value and the table that picks one by "
     "the inputs' shapes (dispatch.json, k0/, k1/, ...).",
 )
+@DEVICE_OPTION
 def kernel(
     workload_key: str,
     target_text: str,
@@ -276,6 +278,7 @@ def kernel(
     db_url: str | None,
     symbol_args: tuple[str, ...],
     dispatch: bool,
+    device: str | None,
 ) -> None:
     """Export the best verified kernel of a workload, or with --dispatch those of every tuned
     symbol value (load either with client.load_kernel)."""
@@ -294,7 +297,7 @@ def kernel(
         if workload is None:
             raise UserError(f"unknown workload {workload_key!r} (see `tunehub validate`)")
         if dispatch:
-            table = store.dispatch_table(s, workload_key, target)
+            table = store.dispatch_table(s, workload_key, target, device)
             if table is None:
                 raise UserError(
                     f"no verified kernel for workload {workload_key[:12]} on {target}: "
@@ -305,7 +308,10 @@ def kernel(
             show_dispatch(out_dir, table)
             return
         symbols = _symbols(load(workload.signature), symbol_args)
-        best = store.best_record(s, workload_key=workload_key, target=target, symbols=symbols)
+        found = store.best_for_device(
+            s, workload_key=workload_key, target=target, symbols=symbols, device=device
+        )
+        best = found.record
         if best is None or best.artifact_sha256 is None:
             raise UserError(
                 f"no verified kernel for workload {workload_key[:12]} on {target} "
@@ -316,6 +322,8 @@ def kernel(
         f"wrote {out_dir}/ (the kernel and metadata.json): {workload.name} on "
         f"{best.target}, {seconds(best.latency_s)}"
     )
+    if found.fallback:
+        click.echo(f"note: {found.fallback}")
 
 
 # Commands defined beside this module: against a server, and the service's own processes.

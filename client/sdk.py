@@ -36,6 +36,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from tunehub.schemas.api import (
     DEFAULT_STRATEGY,
     BestRequest,
+    BestView,
     GroupTask,
     Page,
     RecordView,
@@ -261,10 +262,13 @@ class Client:
         task: Task | None = None,
         target: TargetLike = "cpu",
         symbols: Mapping[str, int] | None = None,
-    ) -> RecordView:
+        device: str | None = None,
+    ) -> BestView:
         """The fastest verified record of a workload, named by its `key` or by its signature
         (`task`), for `target` (`cpu` alone: any ISA). Symbols left out take the tuner's
-        defaults; `symbols=None` with a key means any values. `NotFoundError` when none."""
+        defaults; `symbols=None` with a key means any values. With `device` (a GPU's or
+        CPU's model name), one measured on that model if any; else `fallback` says why not.
+        `NotFoundError` when none."""
         if (key is None) == (task is None):
             raise ValueError("name the workload by its key or by its signature (task), not both")
         if task is not None:
@@ -272,10 +276,13 @@ class Client:
                 task=_signature(task),
                 target=_target(target),
                 symbols=None if symbols is None else dict(symbols),
+                device=device,
             )
-            return self._view(RecordView, "POST", "/v1/workloads/best", json=_body(request))
+            return self._view(BestView, "POST", "/v1/workloads/best", json=_body(request))
         params = {"target": str(_target(target)), "symbol": _symbol_params(symbols)}
-        return self._view(RecordView, "GET", f"/v1/workloads/{key}/best", params=params)
+        if device is not None:
+            params["device"] = device
+        return self._view(BestView, "GET", f"/v1/workloads/{key}/best", params=params)
 
     def records(
         self,
@@ -295,11 +302,16 @@ class Client:
             params["status"] = str(RecordStatus(status))
         return self._pages(RecordView, f"/v1/workloads/{key}/records", params, page_size)
 
-    def dispatch(self, key: str, *, target: TargetLike = "cpu") -> DispatchTable:
+    def dispatch(
+        self, key: str, *, target: TargetLike = "cpu", device: str | None = None
+    ) -> DispatchTable:
         """The dispatch table of symbolic workload `key` on `target`: the best kernel of every
         symbol assignment it was tuned at, and `select` to pick one for any values in the
-        declared ranges. `NotFoundError` when no assignment has a verified kernel."""
+        declared ranges; with `device`, each entry measured on that model where one was.
+        `NotFoundError` when no assignment has a verified kernel."""
         params = {"target": str(_target(target))}
+        if device is not None:
+            params["device"] = device
         return self._view(DispatchTable, "GET", f"/v1/workloads/{key}/dispatch", params=params)
 
     def artifact(self, sha256: str) -> Artifact:
@@ -319,6 +331,7 @@ class Client:
         *,
         target: TargetLike = "cpu",
         symbols: Mapping[str, int] | None = None,
+        device: str | None = None,
     ) -> Path:
         """Write a kernel directory that `client.load_kernel` loads: `ref` is an artifact's
         sha256, or a workload key whose best kernel for `target` (and `symbols`) is fetched.
@@ -328,7 +341,7 @@ class Client:
             artifact = self.artifact(ref)
         except NotFoundError:  # not an artifact: a workload key, then
             try:
-                record = self.best(ref, target=target, symbols=symbols)
+                record = self.best(ref, target=target, symbols=symbols, device=device)
             except NotFoundError as exc:
                 if not exc.detail.startswith("no workload"):
                     raise

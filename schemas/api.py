@@ -16,7 +16,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
-from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.record import UNKNOWN_DEVICE, RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 
@@ -125,6 +125,9 @@ class BestRequest(_Request):
     task: TaskSignature
     target: TargetField
     symbols: Symbols | None = None
+    device: str | None = Field(
+        default=None, max_length=255, description="the caller's device model, preferred"
+    )
 
 
 class RecordView(_View):
@@ -143,8 +146,18 @@ class RecordView(_View):
     max_error: float | None
     error_log: str | None
     machine: dict[str, Any]
+    device: str = Field(default=UNKNOWN_DEVICE, description="the device model it ran on")
+    driver: str | None = None
+    toolkit: str | None = None
     artifact_sha256: str | None
     created_at: datetime
+
+
+class BestView(RecordView):
+    """A best-kernel answer: the record, and why it was measured on another device model than
+    the one the caller asked for (None when it was not, or no device was given)."""
+
+    fallback: str | None = None
 
 
 class TuningView(_View):

@@ -50,6 +50,14 @@ class InternalError(CliError):
     exit_code = 1
 
 
+DEVICE_OPTION = click.option(
+    "--device",
+    metavar="MODEL",
+    help="Your device model (a GPU's or CPU's name, as records show it): its records are "
+    "preferred, others of the target used only when it has none (a note says so).",
+)
+
+
 def server_options(command: F) -> F:
     """`--server` and `--token`, from TUNEHUB_SERVER and TUNEHUB_TOKEN by default."""
     from tunehub.client.sdk import DEFAULT_SERVER
@@ -222,6 +230,9 @@ def show_dispatch(directory: Path, table: DispatchTable) -> None:
     last = len(table.entries) - 1
     click.echo(f"wrote {directory}/ (dispatch.json and kernel directories k0/..k{last}/)")
     Console().print(dispatch_table(table))
+    for index, entry in enumerate(table.entries):
+        if entry.fallback:
+            click.echo(f"note: k{index}: {entry.fallback}")
 
 
 def dispatch_table(table: DispatchTable) -> Table:

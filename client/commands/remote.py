@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tunehub.client.commands.common import (
+    DEVICE_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
@@ -181,6 +182,7 @@ def _show(view: TuningView | TuningGroupView, as_json: bool) -> None:
 )
 @click.option("--target", default="cpu", show_default=True, help=_TARGET_HELP)
 @symbol_option("Symbol values it was tuned for (default: any, or the tuner's with --signature).")
+@DEVICE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @server_options
 def best(
@@ -188,6 +190,7 @@ def best(
     signature_file: Path | None,
     target: str,
     symbol_args: tuple[str, ...],
+    device: str | None,
     as_json: bool,
     server: str,
     token: str | None,
@@ -199,13 +202,17 @@ def best(
     task = None if signature_file is None else read_signature(signature_file)
     with connect(server, token) as client:
         try:
-            record = client.best(workload_key, task=task, target=target, symbols=symbols)
+            record = client.best(
+                workload_key, task=task, target=target, symbols=symbols, device=device
+            )
         except ValueError as exc:
             raise _invalid(exc) from exc
     if as_json:
         click.echo(record.model_dump_json())
-    else:
-        Console().print(record_table(record))
+        return
+    Console().print(record_table(record))
+    if record.fallback:
+        click.echo(f"note: {record.fallback}")
 
 
 @click.command()
@@ -226,6 +233,7 @@ def best(
     help="With a KEY: the best kernel of every tuned symbol value and the table that picks "
     "one by the inputs' shapes (dispatch.json, k0/, k1/, ...).",
 )
+@DEVICE_OPTION
 @server_options
 def download(
     ref: str,
@@ -233,6 +241,7 @@ def download(
     target: str,
     symbol_args: tuple[str, ...],
     dispatch: bool,
+    device: str | None,
     server: str,
     token: str | None,
 ) -> None:
@@ -240,12 +249,12 @@ def download(
     if dispatch:
         if symbol_args:
             raise UserError("--dispatch downloads every tuned symbol value: leave --symbol out")
-        _download_dispatch(ref, out_dir, target, server, token)
+        _download_dispatch(ref, out_dir, target, device, server, token)
         return
     symbols = parse_symbols(symbol_args) or None
     with connect(server, token) as client:
         try:
-            client.download(ref, out_dir, target=target, symbols=symbols)
+            client.download(ref, out_dir, target=target, symbols=symbols, device=device)
         except ValueError as exc:
             raise _invalid(exc) from exc
     meta = json.loads((out_dir / "metadata.json").read_text())
@@ -256,7 +265,7 @@ def download(
 
 
 def _download_dispatch(
-    key: str, out_dir: Path, target: str, server: str, token: str | None
+    key: str, out_dir: Path, target: str, device: str | None, server: str, token: str | None
 ) -> None:
     """`download --dispatch`: the table of workload `key` and every entry's kernel."""
     from tunehub.client.sdk import kernel_metadata
@@ -264,7 +273,7 @@ def _download_dispatch(
 
     with connect(server, token) as client:
         try:
-            table = client.dispatch(key, target=target)
+            table = client.dispatch(key, target=target, device=device)
         except ValueError as exc:
             raise _invalid(exc) from exc
         kernels = []

@@ -7,12 +7,13 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from tunehub.schemas.api import BestRequest, Page, RecordView
+from tunehub.schemas.api import BestRequest, BestView, Page, RecordView
 from tunehub.schemas.dispatch import DispatchTable
 from tunehub.schemas.record import RecordStatus
 from tunehub.server.api import views
 from tunehub.server.api.auth import ReadAccess
 from tunehub.server.api.deps import (
+    DeviceDep,
     OptionalTargetDep,
     PageDep,
     ServicesDep,
@@ -35,24 +36,34 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 
 @router.get("/{key}/best", responses=_NOT_FOUND)
 async def best(
-    key: WorkloadKey, target: TargetDep, symbols: SymbolsDep, services: ServicesDep
-) -> RecordView:
-    """The fastest verified record of the workload for `target`, with its artifact id."""
-    return await services.best.by_key(key, target, symbols)
+    key: WorkloadKey,
+    target: TargetDep,
+    symbols: SymbolsDep,
+    services: ServicesDep,
+    device: DeviceDep = None,
+) -> BestView:
+    """The fastest verified record of the workload for `target`, with its artifact id; with
+    `device`, one measured on that device model if any (else `fallback` says why not)."""
+    return await services.best.by_key(key, target, symbols, device)
 
 
 @router.post("/best", responses=_NOT_FOUND)
-async def best_by_signature(request: BestRequest, services: ServicesDep) -> RecordView:
+async def best_by_signature(request: BestRequest, services: ServicesDep) -> BestView:
     """As `GET /v1/workloads/{key}/best`, naming the workload by its signature."""
-    return await services.best.by_signature(request.task, request.target, request.symbols)
+    return await services.best.by_signature(
+        request.task, request.target, request.symbols, request.device
+    )
 
 
 @router.get("/{key}/dispatch", responses=_NOT_FOUND)
-def dispatch(workload: WorkloadDep, target: TargetDep, s: SessionDep) -> DispatchTable:
+def dispatch(
+    workload: WorkloadDep, target: TargetDep, s: SessionDep, device: DeviceDep = None
+) -> DispatchTable:
     """The best verified kernel of every symbol assignment tuned for `target` (an incomplete
     one matches every ISA or arch of its kind), and the symbols' ranges: a client picks an
-    entry per call with `DispatchTable.select`."""
-    table = store.dispatch_table(s, workload.key, target)
+    entry per call with `DispatchTable.select`. With `device`, each entry prefers records
+    measured on that device model (its `fallback` says when none was)."""
+    table = store.dispatch_table(s, workload.key, target, device)
     if table is None:
         raise NotFound(no_kernel(workload.key, target, None))
     return table
