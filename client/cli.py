@@ -23,12 +23,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from tunehub.client.commands import cuda, extract, remote, services
+from tunehub.client.commands import cuda, extract, records, remote, services
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
+    local_sessions,
     one_line,
     parse_symbols,
     read_signature,
@@ -44,7 +45,7 @@ from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session, sessionmaker
+    from sqlalchemy.orm import Session
 
     from tunehub.compiler.ir import Program
     from tunehub.runtime.dispatch import KernelFiles
@@ -195,7 +196,7 @@ def tune(
     target = _target(target_text)
     tasks = symbol_tasks([signature for signature, _ in loaded], symbol_args)
     task_weights = [weights[index] for index, _ in tasks]  # every value of a layer: its weight
-    sessions = _sessions(db_url)
+    sessions = local_sessions(db_url)
     with LocalExecutor() as executor:
         try:
             target = executor.resolve(target)
@@ -246,7 +247,13 @@ def tune(
 
 
 @cli.command()
-@click.argument("workload_key")
+@click.argument("workload_key", metavar="KEY", required=False)
+@click.option(
+    "--signature",
+    "signature_file",
+    type=click.Path(path_type=Path),
+    help="Name the workload by its signature instead of its key.",
+)
 @click.option(
     "--target",
     "target_text",
@@ -272,7 +279,8 @@ def tune(
 )
 @DEVICE_OPTION
 def kernel(
-    workload_key: str,
+    workload_key: str | None,
+    signature_file: Path | None,
     target_text: str,
     out_dir: Path,
     db_url: str | None,
@@ -280,8 +288,9 @@ def kernel(
     dispatch: bool,
     device: str | None,
 ) -> None:
-    """Export the best verified kernel of a workload, or with --dispatch those of every tuned
-    symbol value (load either with client.load_kernel)."""
+    """Export the best verified kernel of a workload (KEY, a unique prefix of it, or
+    --signature SIG.json), or with --dispatch those of every tuned symbol value (load either
+    with client.load_kernel)."""
     from tunehub.compiler.program import load
     from tunehub.runtime.directory import save_kernel
     from tunehub.runtime.dispatch import save_dispatch
@@ -292,10 +301,18 @@ def kernel(
         raise UserError("--dispatch exports every tuned symbol value: leave --symbol out")
     # The kernel for this machine's own ISA or GPU; elsewhere, any stored variant.
     target = _here(_target(target_text))
-    with session_scope(_sessions(db_url)) as s:
+    if (workload_key is None) == (signature_file is None):
+        raise UserError("name the workload by its KEY or by --signature SIG.json (one of them)")
+    if signature_file is not None:
+        workload_key = _workload_key(signature_file)
+    assert workload_key is not None  # one of the two, checked above
+    with session_scope(local_sessions(db_url)) as s:
+        try:
+            workload_key = store.resolve_workload_key(s, workload_key)
+        except LookupError as exc:
+            raise UserError(f"{exc} (see `tunehub validate`)") from exc
         workload = store.get_workload(s, workload_key)
-        if workload is None:
-            raise UserError(f"unknown workload {workload_key!r} (see `tunehub validate`)")
+        assert workload is not None  # resolved
         if dispatch:
             table = store.dispatch_table(s, workload_key, target, device)
             if table is None:
@@ -327,11 +344,24 @@ def kernel(
 
 
 # Commands defined beside this module: against a server, and the service's own processes.
-for command in (*remote.COMMANDS, *services.COMMANDS, *cuda.COMMANDS, *extract.COMMANDS):
+for command in (
+    *remote.COMMANDS,
+    *services.COMMANDS,
+    *cuda.COMMANDS,
+    *extract.COMMANDS,
+    *records.COMMANDS,
+):
     cli.add_command(command)
 
 
 # Helpers: input parsing and output formatting.
+
+
+def _workload_key(path: Path) -> str:
+    """The workload key of the signature in `path`."""
+    from tunehub.compiler.canonical import workload_key
+
+    return workload_key(_load_signature(path)[1])
 
 
 def _load_signature(path: Path) -> tuple[TaskSignature, Program]:
@@ -379,23 +409,6 @@ def _symbols(program: Program, args: tuple[str, ...]) -> dict[str, int]:
         return resolve_symbols(program, parse_symbols(args))
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-
-
-def _sessions(db_url: str | None) -> sessionmaker[Session]:
-    """A session factory on the migrated database at `db_url` (or the settings' default)."""
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
-
-    from tunehub.server.db.session import make_engine, migrate, session_factory
-    from tunehub.server.settings import get_settings
-
-    url = db_url or get_settings().database_url
-    try:
-        migrate(url)
-        return session_factory(make_engine(url))
-    except (ArgumentError, NoSuchModuleError) as exc:
-        raise UserError(f"invalid database URL {url!r}: {exc}") from exc
-    except OperationalError as exc:
-        raise UserError(f"cannot use the database at {url!r}: {exc.orig}") from exc
 
 
 @contextmanager

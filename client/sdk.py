@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +36,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tunehub.schemas.api import (
     DEFAULT_STRATEGY,
+    SHA256_PATTERN,
     BestRequest,
     BestView,
     GroupTask,
@@ -46,14 +48,19 @@ from tunehub.schemas.api import (
     TuningRequest,
     TuningView,
     WorkerView,
+    WorkloadView,
 )
 from tunehub.schemas.dispatch import DispatchTable
 from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.records import ImportSummary
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 30.0
+# A records file goes to `POST /v1/records` in batches of about this size (the server refuses
+# bodies over its `max_body_bytes`, 1 MiB by default).
+IMPORT_BATCH_BYTES = 512 * 1024
 # `wait` polls every POLL_START_S at first (a cached or small tuning ends at once) and backs
 # off by POLL_FACTOR up to POLL_MAX_S (a long tuning should not cost a request per 100 ms).
 POLL_START_S = 0.1
@@ -255,6 +262,24 @@ class Client:
 
     # Workloads and kernels
 
+    def workload_key(self, prefix: str) -> str:
+        """The key of the one workload whose key starts with `prefix` (a whole key is returned
+        as it is); ValueError when none does or several do."""
+        if re.fullmatch(SHA256_PATTERN, prefix):
+            return prefix
+        if not re.fullmatch(r"[0-9a-fA-F]{1,63}", prefix):
+            raise ValueError(f"{prefix!r} is not a workload key (hexadecimal)")
+        params = {"prefix": prefix.lower(), "limit": 2}
+        found = self._view(Page[WorkloadView], "GET", "/v1/workloads", params=params).items
+        if not found:
+            raise ValueError(f"no workload has a key starting with {prefix!r}")
+        if len(found) > 1:
+            shown = ", ".join(w.key[:16] for w in found)
+            raise ValueError(
+                f"workload key {prefix!r} is ambiguous ({shown}, ...): give more of it"
+            )
+        return found[0].key
+
     def best(
         self,
         key: str | None = None,
@@ -279,10 +304,12 @@ class Client:
                 device=device,
             )
             return self._view(BestView, "POST", "/v1/workloads/best", json=_body(request))
+        assert key is not None  # one of the two, checked above
         params = {"target": str(_target(target)), "symbol": _symbol_params(symbols)}
         if device is not None:
             params["device"] = device
-        return self._view(BestView, "GET", f"/v1/workloads/{key}/best", params=params)
+        path = f"/v1/workloads/{self.workload_key(key)}/best"
+        return self._view(BestView, "GET", path, params=params)
 
     def records(
         self,
@@ -312,7 +339,8 @@ class Client:
         params = {"target": str(_target(target))}
         if device is not None:
             params["device"] = device
-        return self._view(DispatchTable, "GET", f"/v1/workloads/{key}/dispatch", params=params)
+        path = f"/v1/workloads/{self.workload_key(key)}/dispatch"
+        return self._view(DispatchTable, "GET", path, params=params)
 
     def artifact(self, sha256: str) -> Artifact:
         """A compiled kernel by its content address: its bytes, checked against the address,
@@ -334,10 +362,13 @@ class Client:
         device: str | None = None,
     ) -> Path:
         """Write a kernel directory that `client.load_kernel` loads: `ref` is an artifact's
-        sha256, or a workload key whose best kernel for `target` (and `symbols`) is fetched.
-        The bytes are checked against their content address before anything is written."""
+        sha256, or a workload key (or a unique prefix of one) whose best kernel for `target`
+        (and `symbols`) is fetched. The bytes are checked against their content address
+        before anything is written."""
         record = None
         try:
+            if not re.fullmatch(SHA256_PATTERN, ref):
+                raise NotFoundError(404, "not a whole sha256", "GET", f"/v1/artifacts/{ref}")
             artifact = self.artifact(ref)
         except NotFoundError:  # not an artifact: a workload key, then
             try:
@@ -356,6 +387,41 @@ class Client:
         metadata = kernel_metadata(artifact.meta, artifact.sha256, record)
         (out / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
         return out
+
+    def import_records(
+        self, lines: Iterable[str], *, batch_bytes: int = IMPORT_BATCH_BYTES
+    ) -> ImportSummary:
+        """Send a records file (`schemas.records`, its lines without newlines) to the server's
+        database (an admin token's right), in batches of about `batch_bytes` each (under the
+        server's body limit), each batch with the file's header, in order: a batch's records
+        may name workloads and artifacts an earlier batch stored. Each batch is stored whole
+        or not at all; sending again after a failure skips what is stored."""
+        header: str | None = None
+        batch: list[str] = []
+        size = 0
+        total: dict[str, int] = {}
+
+        def send() -> None:
+            if batch:
+                body = "\n".join([header or "", *batch]) + "\n"
+                headers = {"Content-Type": "application/x-ndjson"}
+                summary = self._view(
+                    ImportSummary, "POST", "/v1/records", content=body, headers=headers
+                )
+                for name, count in summary.model_dump().items():
+                    total[name] = total.get(name, 0) + count
+
+        for line in lines:
+            if header is None:
+                header = line  # the server refuses a file that does not start with one
+                continue
+            if batch and size + len(line) > batch_bytes:
+                send()
+                batch, size = [], 0
+            batch.append(line)
+            size += len(line) + 1
+        send()
+        return ImportSummary(**total)
 
     def workers(self) -> list[WorkerView]:
         """The living worker daemons (none when the server has no Redis)."""

@@ -160,6 +160,14 @@ class BestView(RecordView):
     fallback: str | None = None
 
 
+class WorkloadView(_View):
+    """A workload: its key, the name it was first submitted under, and when."""
+
+    key: str
+    name: str
+    created_at: datetime
+
+
 class TuningView(_View):
     """A tuning and its progress. `best` is the best verified record of its workload, target
     and symbols so far (from every tuning of them, not only this one: the kernel a client

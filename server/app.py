@@ -22,7 +22,15 @@ from tunehub.server.api.auth import is_loopback
 from tunehub.server.api.deps import Services
 from tunehub.server.api.limits import BodyLimitMiddleware
 from tunehub.server.api.metrics import Metrics, MetricsMiddleware
-from tunehub.server.api.routes import artifacts, health, tuning_groups, tunings, workers, workloads
+from tunehub.server.api.routes import (
+    artifacts,
+    health,
+    records,
+    tuning_groups,
+    tunings,
+    workers,
+    workloads,
+)
 from tunehub.server.api.verifier import TokenVerifier
 from tunehub.server.best import BestLookup
 from tunehub.server.db.session import make_engine, migrate, session_factory
@@ -82,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The last added runs first: every request is counted, refused ones included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
-    for module in (tunings, tuning_groups, workloads, artifacts, workers, health):
+    for module in (tunings, tuning_groups, workloads, artifacts, records, workers, health):
         app.include_router(module.router)
     return app
 

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
     from tunehub.client.sdk import Client
     from tunehub.schemas.dispatch import DispatchTable
     from tunehub.schemas.signature import TaskSignature
@@ -90,6 +92,23 @@ def connect(server: str, token: str | None) -> Iterator[Client]:
         raise error(str(exc)) from exc
     except ClientError as exc:
         raise InternalError(str(exc)) from exc
+
+
+def local_sessions(db_url: str | None) -> sessionmaker[Session]:
+    """A session factory on the migrated database at `db_url` (or the settings' default)."""
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+    from tunehub.server.db.session import make_engine, migrate, session_factory
+    from tunehub.server.settings import get_settings
+
+    url = db_url or get_settings().database_url
+    try:
+        migrate(url)
+        return session_factory(make_engine(url))
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise UserError(f"invalid database URL {url!r}: {exc}") from exc
+    except OperationalError as exc:
+        raise UserError(f"cannot use the database at {url!r}: {exc.orig}") from exc
 
 
 def read_signature(path: Path) -> dict[str, Any]:

@@ -216,7 +216,13 @@ def best(
 
 
 @click.command()
-@click.argument("ref", metavar="SHA256|KEY")
+@click.argument("ref", metavar="SHA256|KEY", required=False)
+@click.option(
+    "--signature",
+    "signature_file",
+    type=click.Path(path_type=Path),
+    help="Name the workload by its signature instead of its key.",
+)
 @click.option(
     "-o",
     "--output",
@@ -236,7 +242,8 @@ def best(
 @DEVICE_OPTION
 @server_options
 def download(
-    ref: str,
+    ref: str | None,
+    signature_file: Path | None,
     out_dir: Path,
     target: str,
     symbol_args: tuple[str, ...],
@@ -245,7 +252,13 @@ def download(
     server: str,
     token: str | None,
 ) -> None:
-    """Download an artifact, or a workload's best kernel (or kernels), for client.load_kernel."""
+    """Download an artifact, or a workload's best kernel (or kernels), for client.load_kernel:
+    SHA256 of an artifact, KEY of a workload (or a unique prefix), or --signature SIG.json."""
+    if (ref is None) == (signature_file is None):
+        raise UserError("name what to download by SHA256|KEY or by --signature SIG.json")
+    if signature_file is not None:
+        ref = _signature_key(signature_file)
+    assert ref is not None  # one of the two, checked above
     if dispatch:
         if symbol_args:
             raise UserError("--dispatch downloads every tuned symbol value: leave --symbol out")
@@ -439,6 +452,17 @@ def _signature(document: dict[str, Any], where: str) -> TaskSignature:
         return TaskSignature.model_validate(document)
     except ValidationError as exc:
         raise _invalid(exc, f"{where}: invalid signature") from exc
+
+
+def _signature_key(path: Path) -> str:
+    """The workload key of the signature in `path`, computed here."""
+    from tunehub.compiler.canonical import workload_key
+    from tunehub.compiler.program import load
+
+    try:
+        return workload_key(load(read_signature(path)))
+    except ValueError as exc:  # SignatureError included
+        raise UserError(f"{path}: {exc}") from exc
 
 
 def _invalid(exc: ValueError, what: str = "invalid request") -> UserError:

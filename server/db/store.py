@@ -93,9 +93,30 @@ def workload_symbols(s: Session, key: str, values: Mapping[str, int]) -> dict[st
     return dict(zip(names, values.values(), strict=True))
 
 
-def list_workloads(s: Session, *, limit: int = 100, offset: int = 0) -> list[Workload]:
-    """Newest first."""
+def workloads_with_prefix(s: Session, prefix: str, *, limit: int | None = 2) -> list[str]:
+    """The keys of (at most `limit`, None: all) workloads whose key starts with `prefix`."""
+    return [w.key for w in list_workloads(s, limit=limit, prefix=prefix)]
+
+
+def resolve_workload_key(s: Session, text: str) -> str:
+    """The one stored workload whose key is `text` or starts with it (the 12 characters `best`
+    prints are enough); LookupError saying why not (none, or several: give more)."""
+    keys = workloads_with_prefix(s, text, limit=3)
+    if not keys:
+        raise LookupError(f"no workload has a key starting with {text!r}")
+    if len(keys) > 1 and text.lower() not in keys:
+        shown = ", ".join(key[:16] for key in keys[:2])
+        raise LookupError(f"workload key {text!r} is ambiguous ({shown}, ...): give more of it")
+    return text.lower() if text.lower() in keys else keys[0]
+
+
+def list_workloads(
+    s: Session, *, limit: int | None = 100, offset: int = 0, prefix: str | None = None
+) -> list[Workload]:
+    """Newest first; only those whose key starts with `prefix`, if given."""
     query = select(Workload).order_by(Workload.created_at.desc(), Workload.key)
+    if prefix is not None:
+        query = query.where(Workload.key.startswith(prefix.lower(), autoescape=True))
     return list(s.scalars(query.limit(limit).offset(offset)))
 
 

@@ -3,11 +3,11 @@ over the symbol values it was tuned for, and its records."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from tunehub.schemas.api import BestRequest, BestView, Page, RecordView
+from tunehub.schemas.api import BestRequest, BestView, Page, RecordView, WorkloadView
 from tunehub.schemas.dispatch import DispatchTable
 from tunehub.schemas.record import RecordStatus
 from tunehub.server.api import views
@@ -32,6 +32,21 @@ router = APIRouter(prefix="/v1/workloads", tags=["workloads"], dependencies=[Rea
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "Unknown workload, or no verified kernel for the target yet"}
 }
+
+
+@router.get("")
+def list_workloads(
+    s: SessionDep,
+    paging: PageDep,
+    prefix: Annotated[
+        str | None,
+        Query(pattern=r"^[0-9a-f]{1,64}$", description="only keys starting with it"),
+    ] = None,
+) -> Page[WorkloadView]:
+    """Newest first; with `prefix`, those whose key starts with it (how a client turns the
+    12 characters `best` shows into a key)."""
+    rows = store.list_workloads(s, limit=paging.limit + 1, offset=paging.offset, prefix=prefix)
+    return views.page([WorkloadView.model_validate(w) for w in rows], paging.limit, paging.offset)
 
 
 @router.get("/{key}/best", responses=_NOT_FOUND)
