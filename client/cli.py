@@ -26,6 +26,7 @@ from rich.table import Table
 from tunehub.client.commands import cuda, extract, records, remote, services
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
+    TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
@@ -148,6 +149,7 @@ def _here(target: Target) -> Target:
     show_default=True,
     help="Trial budget (with several signatures, shared by all of them).",
 )
+@TIME_LIMIT_OPTION
 @click.option(
     "--weights",
     "weights_text",
@@ -169,6 +171,7 @@ def tune(
     signature_files: tuple[Path, ...],
     target_text: str,
     trials: int,
+    time_limit_s: float | None,
     weights_text: str | None,
     as_json: bool,
     db_url: str | None,
@@ -209,6 +212,7 @@ def tune(
                         symbols=resolve_symbols(loaded[index][1], symbols),
                         trials=trials,
                         strategy=strategy,
+                        time_limit_s=time_limit_s,
                     )
                     for index, symbols in tasks
                 ]
@@ -222,7 +226,11 @@ def tune(
                     summaries = [tuner.run(tuning_ids[0], on_progress)]
                 else:
                     summaries = tuner.run_many(
-                        tuning_ids, task_weights, trials, _summed(on_progress)
+                        tuning_ids,
+                        task_weights,
+                        trials,
+                        _summed(on_progress),
+                        time_limit_s=time_limit_s,
                     )
             except Exception as exc:
                 ids = ", ".join(map(str, tuning_ids))
@@ -540,6 +548,7 @@ def _summary_json(summary: TuningSummary, baseline: Baseline | None) -> dict[str
         "strategy": summary.strategy,
         "trials": summary.trials,
         "trials_requested": summary.trials_requested,
+        "stop_reason": summary.stop_reason,
         "baseline_latency_s": summary.baseline_latency_s,
         "best": None
         if best is None
@@ -571,6 +580,7 @@ def _summary_table(name: str, summary: TuningSummary, baseline: Baseline | None)
         ("workload", summary.workload_key),
         ("symbols", symbols_text(summary.symbols)),
         ("trials", f"{summary.trials} of {summary.trials_requested} ({summary.strategy})"),
+        *([("stopped", summary.stop_reason)] if summary.stop_reason else []),
         ("naive", naive),
         ("best", _latency(best.latency_s if best else None, summary.flops)),
         ("speedup", f"{speedup:.1f}x over naive" if speedup else "-"),

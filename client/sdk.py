@@ -182,14 +182,17 @@ class Client:
         trials: int = 64,
         symbols: Mapping[str, int] | None = None,
         strategy: str = DEFAULT_STRATEGY,
+        time_limit_s: float | None = None,
     ) -> Submission:
-        """Ask for a tuning. The answer says whether it was `created`, `joined` an identical
-        tuning already under way, or `cached` (the database held enough measurements: it is
-        done already, and no trial runs)."""
+        """Ask for a tuning (of at most `trials` and, if given, `time_limit_s` seconds). The
+        answer says whether it was `created`, `joined` an identical tuning already under way,
+        or `cached` (the database held enough measurements: it is done already, and no trial
+        runs)."""
         request = TuningRequest(
             task=_signature(task),
             target=_target(target),
             trials=trials,
+            time_limit_s=time_limit_s,
             symbols=dict(symbols or {}),
             strategy=strategy,
         )
@@ -225,13 +228,18 @@ class Client:
         target: TargetLike = "cpu",
         trials: int = 64,
         strategy: str = DEFAULT_STRATEGY,
+        time_limit_s: float | None = None,
     ) -> TuningGroupView:
         """Tune several tasks on one budget of `trials` in all: each batch goes to the task
         expected to cut the weighted total latency most (a task's `weight`: how many times the
         model runs it), and a task that stops improving stops early. Each task is a tuning of
         its own (`tunings`, in request order), so `best` and `dispatch` see its results."""
         request = TuningGroupRequest(
-            tasks=list(tasks), target=_target(target), trials=trials, strategy=strategy
+            tasks=list(tasks),
+            target=_target(target),
+            trials=trials,
+            strategy=strategy,
+            time_limit_s=time_limit_s,
         )
         return self._view(TuningGroupView, "POST", "/v1/tuning-groups", json=_body(request))
 

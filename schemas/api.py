@@ -67,6 +67,17 @@ TargetField = Annotated[Target, BeforeValidator(_target, json_schema_input_type=
 # Counts and symbol values are JSON integers, never strings or booleans coerced into them.
 StrictInt = Annotated[int, Strict()]
 Symbols = Annotated[dict[str, StrictInt], Field(max_length=8)]
+# A wall-clock budget beside the trials: the tuner stops at the first batch boundary after it
+# (at most a week: a longer one is a mistake, not a budget).
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
+TimeLimit = Annotated[
+    float | None,
+    Field(
+        gt=0,
+        le=MAX_TIME_LIMIT_S,
+        description="seconds of wall-clock time the tuning may take, beside its trials",
+    ),
+]
 
 
 class _Request(BaseModel):
@@ -88,6 +99,7 @@ class TuningRequest(_Request):
     task: TaskSignature
     target: TargetField
     trials: StrictInt = Field(ge=1)
+    time_limit_s: TimeLimit = None
     symbols: Symbols = Field(default_factory=dict)
     strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
 
@@ -113,6 +125,7 @@ class TuningGroupRequest(_Request):
     tasks: list[GroupTask] = Field(min_length=1, max_length=MAX_GROUP_TASKS)
     target: TargetField
     trials: StrictInt = Field(ge=1)
+    time_limit_s: TimeLimit = None
     strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
 
 
@@ -181,6 +194,10 @@ class TuningView(_View):
     status: TuningStatus
     trials_done: int
     trials_total: int
+    time_limit_s: float | None = None
+    stop_reason: str | None = Field(
+        default=None, description="why it ended before its trials (a time limit, the space)"
+    )
     best: RecordView | None
     error: str | None
     created_at: datetime
@@ -215,6 +232,7 @@ class TuningGroupView(_View):
     status: TuningStatus
     trials_done: int
     trials_total: int
+    time_limit_s: float | None = None
     weights: list[float]
     tunings: list[TuningView]
     error: str | None

@@ -52,6 +52,13 @@ class InternalError(CliError):
     exit_code = 1
 
 
+TIME_LIMIT_OPTION = click.option(
+    "--time-limit",
+    "time_limit_s",
+    type=click.FloatRange(min=0, min_open=True, max=7 * 24 * 3600.0),
+    metavar="SECONDS",
+    help="Stop after this much wall-clock time (at the next batch) even if trials remain.",
+)
 DEVICE_OPTION = click.option(
     "--device",
     metavar="MODEL",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from rich.table import Table
 
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
+    TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
@@ -50,6 +52,7 @@ _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX]; without ISA/arch: whatever the worker
     show_default=True,
     help="Trial budget (with several tasks, shared by all of them).",
 )
+@TIME_LIMIT_OPTION
 @symbol_option(TUNE_SYMBOL_HELP, lists=True)
 @click.option(
     "--weights",
@@ -66,6 +69,7 @@ def submit(
     signature_files: tuple[Path, ...],
     target: str,
     trials: int,
+    time_limit_s: float | None,
     symbol_args: tuple[str, ...],
     weights_text: str | None,
     strategy: str,
@@ -92,13 +96,19 @@ def submit(
             ]
         except ValidationError as exc:  # a weight out of bounds
             raise _invalid(exc) from exc
-        _submit_group(group_tasks, target, trials, strategy, watch, as_json, server, token)
+        budget = _Budget(trials, time_limit_s)
+        _submit_group(group_tasks, target, budget, strategy, watch, as_json, server, token)
         return
     signature, symbols = signatures[0], tasks[0][1]
     with connect(server, token) as client:
         try:
             submitted = client.submit(
-                signature, target=target, trials=trials, symbols=symbols, strategy=strategy
+                signature,
+                target=target,
+                trials=trials,
+                symbols=symbols,
+                strategy=strategy,
+                time_limit_s=time_limit_s,
             )
         except ValueError as exc:  # the request, checked before it is sent
             raise _invalid(exc) from exc
@@ -115,10 +125,16 @@ def submit(
         _show(tuning, as_json)
 
 
+@dataclass(frozen=True)
+class _Budget:
+    trials: int
+    time_limit_s: float | None
+
+
 def _submit_group(
     tasks: list[GroupTask],
     target: str,
-    trials: int,
+    budget: _Budget,
     strategy: str,
     watch: bool,
     as_json: bool,
@@ -128,7 +144,13 @@ def _submit_group(
     """`submit` of several tasks: one group on one budget."""
     with connect(server, token) as client:
         try:
-            group = client.submit_group(tasks, target=target, trials=trials, strategy=strategy)
+            group = client.submit_group(
+                tasks,
+                target=target,
+                trials=budget.trials,
+                strategy=strategy,
+                time_limit_s=budget.time_limit_s,
+            )
         except ValueError as exc:
             raise _invalid(exc) from exc
         if not as_json:
@@ -331,6 +353,8 @@ def tuning_table(tuning: TuningView) -> Table:
         ("target", tuning.target),
         ("symbols", symbols_text(tuning.symbols)),
         ("trials", f"{tuning.trials_done} of {tuning.trials_total} ({tuning.strategy})"),
+        *([("time limit", f"{tuning.time_limit_s:g} s")] if tuning.time_limit_s else []),
+        *([("stopped", tuning.stop_reason)] if tuning.stop_reason else []),
         ("best", seconds(tuning.best.latency_s) if tuning.best else "-"),
         ("artifact", (tuning.best.artifact_sha256 if tuning.best else None) or "-"),
     ]
@@ -342,9 +366,12 @@ def tuning_table(tuning: TuningView) -> Table:
 def group_table(group: TuningGroupView) -> Table:
     """A group as one row per task (its tuning), then the weighted total of their bests."""
     status = str(group.status) + (f": {group.error}" if group.error else "")
+    limit = f", time limit {group.time_limit_s:g} s" if group.time_limit_s else ""
+    stopped = next((t.stop_reason for t in group.tunings if t.stop_reason), None)
     title = (
         f"tuning group {group.id} on {group.target}: {status}, "
-        f"{group.trials_done} of {group.trials_total} trials ({group.strategy})"
+        f"{group.trials_done} of {group.trials_total} trials ({group.strategy}){limit}"
+        + (f"; stopped: {stopped}" if stopped else "")
     )
     table = Table(title=title)
     for column in ("tuning", "workload", "symbols", "weight", "status", "trials", "best"):

@@ -133,6 +133,7 @@ def create_tuning(
     strategy: str,
     group_id: int | None = None,
     weight: float | None = None,
+    time_limit_s: float | None = None,
 ) -> Tuning:
     """A new tuning, queued; a group member gets its group's id and its weight there."""
     tuning = Tuning(
@@ -142,6 +143,7 @@ def create_tuning(
         symbols_key=canonical_json(dict(symbols)),
         trials_requested=trials,
         trials_done=0,
+        time_limit_s=time_limit_s,
         strategy=strategy,
         status=TuningStatus.QUEUED,
         created_at=utcnow(),
@@ -202,6 +204,7 @@ def update_tuning(
     trials_done: int | None = None,
     best_record_id: int | None = None,
     error: str | None = None,
+    stop_reason: str | None = None,
 ) -> Tuning:
     """Record a tuning's progress; arguments left None stay as they are.
 
@@ -226,6 +229,8 @@ def update_tuning(
         tuning.best_record_id = best_record_id
     if error is not None:
         tuning.error = error
+    if stop_reason is not None:
+        tuning.stop_reason = stop_reason
     s.flush()
     return tuning
 
@@ -266,10 +271,22 @@ def move_tunings(
 # Tuning groups
 
 
-def create_group(s: Session, *, target: str | Target, strategy: str, trials: int) -> TuningGroup:
-    """A new, empty group with a budget of `trials`; its members are tunings that name it."""
+def create_group(
+    s: Session,
+    *,
+    target: str | Target,
+    strategy: str,
+    trials: int,
+    time_limit_s: float | None = None,
+) -> TuningGroup:
+    """A new, empty group with a budget of `trials` (and of `time_limit_s` seconds, if
+    given); its members are tunings that name it."""
     group = TuningGroup(
-        target=str(target), strategy=strategy, trials_requested=trials, created_at=utcnow()
+        target=str(target),
+        strategy=strategy,
+        trials_requested=trials,
+        time_limit_s=time_limit_s,
+        created_at=utcnow(),
     )
     s.add(group)
     s.flush()

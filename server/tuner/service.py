@@ -122,9 +122,10 @@ def run_group(group_id: int, *, settings: Settings | None = None) -> list[Tuning
                 raise LookupError(f"no tuning group {group_id}")
             ids = [t.id for t in members]
             weights = [t.weight or 1.0 for t in members]
-            trials = group.trials_requested
+            trials, time_limit_s = group.trials_requested, group.time_limit_s
         with _failing(sessions, ids), _job_redis(settings) as redis:
-            return _tuner(sessions, redis, ids[0]).run_many(ids, weights, trials)
+            tuner = _tuner(sessions, redis, ids[0])
+            return tuner.run_many(ids, weights, trials, time_limit_s=time_limit_s)
 
 
 def tuning_job_failed(job: Job, connection: Redis, exc_type: Any, *_: Any) -> None:
