@@ -31,6 +31,7 @@ from tunehub.client.commands.common import (
     InternalError,
     UserError,
     local_sessions,
+    missing_extra,
     one_line,
     parse_symbols,
     read_signature,
@@ -67,6 +68,16 @@ def main(argv: list[str] | None = None) -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("error: interrupted", err=True)
         sys.exit(130)
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc.name)
+        if extra is None or os.environ.get("TUNEHUB_DEBUG"):
+            raise
+        click.echo(
+            f"error: this command needs tunehub[{extra}] ({exc.name} is not installed): "
+            f"pip install 'tunehub[{extra}]'",
+            err=True,
+        )
+        sys.exit(2)
     except Exception as exc:
         if os.environ.get("TUNEHUB_DEBUG"):
             raise

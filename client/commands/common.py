@@ -33,6 +33,33 @@ TUNE_SYMBOL_HELP = (
 )
 
 
+# The packages of the extras (`pyproject.toml`) a command may find missing, by the top-level
+# module it imports: the core install has the client and the runtime alone.
+_EXTRA_OF_MODULE = {
+    **dict.fromkeys(
+        (
+            "fastapi",
+            "uvicorn",
+            "sqlalchemy",
+            "alembic",
+            "xgboost",
+            "psycopg",
+            "prometheus_client",
+            "pydantic_settings",
+        ),
+        "server",
+    ),
+    **dict.fromkeys(("redis", "rq", "threadpoolctl"), "worker"),
+    "cuda": "cuda",
+}
+
+
+def missing_extra(module: str | None) -> str | None:
+    """The extra that installs `module` (a dotted name: its top level counts); None for a
+    module no extra provides (then its absence is a bug, not an install choice)."""
+    return _EXTRA_OF_MODULE.get((module or "").partition(".")[0])
+
+
 class CliError(click.ClickException):
     """An error shown as one line, `error: ...`, never with a traceback."""
 
