@@ -10,6 +10,7 @@ traceback). The service stack is imported inside the commands that need it, so `
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from rich.table import Table
 from tunehub.client.commands import cuda, extract, records, remote, services
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
+    LOCAL_DB_HELP,
     TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
@@ -87,8 +89,24 @@ def main(argv: list[str] | None = None) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
+@click.version_option(package_name="tunehub", prog_name="tunehub", message="%(prog)s %(version)s")
+@click.option(
+    "-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug); TUNEHUB_LOG_LEVEL too."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Log errors only.")
+def cli(verbose: int, quiet: bool) -> None:
     """tunehub: tune tensor programs for CPUs and GPUs, and keep every result."""
+    from tunehub.worker import logs
+
+    if verbose and quiet:
+        raise UserError("-v and -q contradict each other: give one")
+    if verbose or quiet:  # the environment: services started from here follow it too
+        level = "ERROR" if quiet else ("DEBUG" if verbose > 1 else "INFO")
+        os.environ[logs.LEVEL_ENV] = level
+    try:
+        logs.configure(logging.WARNING)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 @cli.command()
@@ -169,7 +187,7 @@ def _here(target: Target) -> Target:
     "a task set carries its own).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress bar.")
-@click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
+@click.option("--db", "db_url", help=LOCAL_DB_HELP)
 @symbol_option(TUNE_SYMBOL_HELP, lists=True)
 @click.option(
     "--threads", type=click.IntRange(min=1), help="Threads kernels run with (default: every core)."
@@ -288,7 +306,7 @@ def tune(
     required=True,
     help="Directory to write the kernel (kernel.so, kernel.c) and metadata.json into.",
 )
-@click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
+@click.option("--db", "db_url", help=LOCAL_DB_HELP)
 @symbol_option("Symbol values it was tuned for (default: as `tune`).")
 @click.option(
     "--dispatch",

@@ -42,7 +42,7 @@ from redis.typing import EncodableT, FieldT
 from rq import SimpleWorker, get_current_job
 
 from tunehub.schemas.target import Target
-from tunehub.worker import device
+from tunehub.worker import device, logs
 from tunehub.worker.backend import local_targets
 from tunehub.worker.jobs import CandidateRequest, CandidateResult, measure_candidate
 from tunehub.worker.queues import (
@@ -256,7 +256,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--name", help="worker name (default: host-pid-random)")
     parser.add_argument("--burst", action="store_true", help="quit when the queues are empty")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        logs.configure()
+    except ValueError as exc:
+        parser.error(str(exc))
     run_worker(args.redis, args.queues, args.threads, args.name, args.burst)
 
 

@@ -35,8 +35,9 @@ TUNE_SYMBOL_HELP = (
 
 # The packages of the extras (`pyproject.toml`) a command may find missing, by the top-level
 # module it imports: the core install has the client and the runtime alone.
-_EXTRA_OF_MODULE = {
-    **dict.fromkeys(
+_EXTRAS = (
+    (
+        "server",
         (
             "fastapi",
             "uvicorn",
@@ -47,11 +48,11 @@ _EXTRA_OF_MODULE = {
             "prometheus_client",
             "pydantic_settings",
         ),
-        "server",
     ),
-    **dict.fromkeys(("redis", "rq", "threadpoolctl"), "worker"),
-    "cuda": "cuda",
-}
+    ("worker", ("redis", "rq", "threadpoolctl")),
+    ("cuda", ("cuda",)),  # cuda-python's package
+)
+_EXTRA_OF_MODULE = {module: extra for extra, modules in _EXTRAS for module in modules}
 
 
 def missing_extra(module: str | None) -> str | None:
@@ -79,6 +80,10 @@ class InternalError(CliError):
     exit_code = 1
 
 
+LOCAL_DB_HELP = (
+    "Database URL (default: TUNEHUB_DATABASE_URL, else this machine's own tunings in "
+    "~/.tunehub/local.db; a service started here keeps its own, tunehub.db)."
+)
 TIME_LIMIT_OPTION = click.option(
     "--time-limit",
     "time_limit_s",
@@ -129,13 +134,14 @@ def connect(server: str, token: str | None) -> Iterator[Client]:
 
 
 def local_sessions(db_url: str | None) -> sessionmaker[Session]:
-    """A session factory on the migrated database at `db_url` (or the settings' default)."""
+    """A session factory on the migrated database at `db_url` (default: this machine's
+    tunings, `Settings.local_database_url`)."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
     from tunehub.server.db.session import make_engine, migrate, session_factory
     from tunehub.server.settings import get_settings
 
-    url = db_url or get_settings().database_url
+    url = db_url or get_settings().local_database_url
     try:
         migrate(url)
         return session_factory(make_engine(url))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tunehub.client.commands.common import (
+    LOCAL_DB_HELP,
     SERVER_ENV,
     TOKEN_ENV,
     UserError,
@@ -27,9 +28,7 @@ if TYPE_CHECKING:
 
     from tunehub.schemas.records import ImportSummary
 
-_DB_OPTION = click.option(
-    "--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub)."
-)
+_DB_OPTION = click.option("--db", "db_url", help=LOCAL_DB_HELP)
 _TOKEN_OPTION = click.option(
     "--token", envvar=TOKEN_ENV, help=f"An admin API token (default: ${TOKEN_ENV})."
 )

@@ -199,4 +199,10 @@ def _hide_password(url: str) -> str:
 
 
 def _log_to_stderr() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    """The service commands log at INFO unless told otherwise (`worker.logs`)."""
+    from tunehub.worker import logs
+
+    try:
+        logs.configure(logging.INFO)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc

@@ -34,6 +34,7 @@ from tunehub.server.db.models import (
     utcnow,
 )
 
+KEY_LENGTH = 64  # a workload key: sha256 hex
 ACTIVE_TUNING_STATUSES = (TuningStatus.QUEUED, TuningStatus.RUNNING)
 FINISHED_TUNING_STATUSES = (TuningStatus.DONE, TuningStatus.FAILED, TuningStatus.CANCELLED)
 
@@ -102,6 +103,8 @@ def resolve_workload_key(s: Session, text: str) -> str:
     """The one stored workload whose key is `text` or starts with it (the 12 characters `best`
     prints are enough); LookupError saying why not (none, or several: give more)."""
     keys = workloads_with_prefix(s, text, limit=3)
+    if not keys and len(text) == KEY_LENGTH:
+        raise LookupError(f"unknown workload {text!r}")
     if not keys:
         raise LookupError(f"no workload has a key starting with {text!r}")
     if len(keys) > 1 and text.lower() not in keys:

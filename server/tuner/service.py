@@ -40,6 +40,7 @@ from tunehub.server.settings import Settings, get_settings
 from tunehub.server.tuner.reporting import TuningSummary
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.server.tuner.tuner import Tuner
+from tunehub.worker import logs
 from tunehub.worker.daemon import DEFAULT_REDIS_URL
 from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
 
@@ -175,7 +176,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--name", help="RQ worker name (default: random)")
     parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        logs.configure()
+    except ValueError as exc:
+        parser.error(str(exc))
     run_tuner_daemon(args.redis, name=args.name, burst=args.burst)
 
 
