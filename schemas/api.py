@@ -247,6 +247,9 @@ class WorkerView(_View):
     name: str
     host: str
     machine: str
+    slot: str | None = Field(
+        default=None, description="the device it measures on alone (`cuda:1`), if a slot"
+    )
     pid: int
     queues: list[str]
     targets: list[str]

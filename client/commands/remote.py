@@ -332,10 +332,11 @@ def workers(as_json: bool, server: str, token: str | None) -> None:
     if as_json:
         click.echo(json.dumps([w.model_dump(mode="json") for w in found], indent=2))
         return
-    table = Table("name", "host", "targets", "threads", "last heartbeat")
+    table = Table("name", "host", "slot", "targets", "threads", "last heartbeat")
     for w in found:
         targets = ", ".join(w.targets)
-        table.add_row(w.name, w.host, targets, str(w.threads), f"{w.last_heartbeat:%X}")
+        slot = w.slot or "machine"
+        table.add_row(w.name, w.host, slot, targets, str(w.threads), f"{w.last_heartbeat:%X}")
     Console().print(table if found else "no living workers")
 
 

@@ -48,6 +48,13 @@ class CudaWorker(WorkerBackend):
             )
         return target.with_detail(arch)
 
+    def devices(self) -> list[str]:
+        """The visible GPUs' ordinals."""
+        return [str(ordinal) for ordinal in range(len(device.gpus()))]
+
+    def device_environment(self, device: str) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": device}
+
     def cannot_measure(self, target: Target) -> str | None:
         if target.arch is not None and device.gpu_for(target.arch) is None:
             return (
