@@ -402,6 +402,7 @@ def record_table(record: RecordView) -> Table:
         ("symbols", symbols_text(record.symbols)),
         ("config", json.dumps(record.config)),
         ("artifact", record.artifact_sha256 or "-"),
+        ("device", ", ".join(filter(None, (record.device, record.driver, record.toolkit)))),
         ("record", f"{record.id} (tuning {record.tuning_id}, {record.created_at:%Y-%m-%d %H:%M})"),
         ("machine", ", ".join(f"{k}={v}" for k, v in sorted(record.machine.items())) or "-"),
     ]
