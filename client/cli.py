@@ -32,6 +32,7 @@ from tunehub.client.commands.common import (
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
+    caller_device,
     local_sessions,
     missing_extra,
     one_line,
@@ -343,6 +344,7 @@ def kernel(
     if signature_file is not None:
         workload_key = _workload_key(signature_file)
     assert workload_key is not None  # one of the two, checked above
+    device = caller_device(device, target_text)
     with session_scope(local_sessions(db_url)) as s:
         try:
             workload_key = store.resolve_workload_key(s, workload_key)

@@ -93,10 +93,37 @@ TIME_LIMIT_OPTION = click.option(
 )
 DEVICE_OPTION = click.option(
     "--device",
-    metavar="MODEL",
-    help="Your device model (a GPU's or CPU's name, as records show it): its records are "
-    "preferred, others of the target used only when it has none (a note says so).",
+    metavar="MODEL|here",
+    help="Your device model (a GPU's or CPU's name, as records show it; `here`: this "
+    "machine's): its records are preferred, others of the target used only when it has none "
+    "(a note says so).",
 )
+
+
+def caller_device(device: str | None, target_text: str) -> str | None:
+    """`--device` as lookups take it: a model name as given, or for `here` this machine's own
+    device of the target's kind (its first, for a target without ISA or arch), as a worker
+    here would record it."""
+    if device != "here":
+        return device
+    from tunehub.schemas.record import UNKNOWN_DEVICE
+    from tunehub.schemas.target import Target
+    from tunehub.worker.backend import worker_backend
+    from tunehub.worker.device import fingerprint
+
+    try:
+        target = Target.parse(target_text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if not target.complete:
+        here = worker_backend(target).local_targets()
+        if not here:
+            raise UserError(f"--device here: this machine has no {target} device")
+        target = here[0]
+    model = str(fingerprint(target, 1).get("device") or UNKNOWN_DEVICE)
+    if model == UNKNOWN_DEVICE:
+        raise UserError(f"--device here: this machine has no device that runs {target} code")
+    return model
 
 
 def server_options(command: F) -> F:

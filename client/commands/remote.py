@@ -21,6 +21,7 @@ from tunehub.client.commands.common import (
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
+    caller_device,
     connect,
     parse_symbols,
     read_signature,
@@ -225,7 +226,11 @@ def best(
     with connect(server, token) as client:
         try:
             record = client.best(
-                workload_key, task=task, target=target, symbols=symbols, device=device
+                workload_key,
+                task=task,
+                target=target,
+                symbols=symbols,
+                device=caller_device(device, target),
             )
         except ValueError as exc:
             raise _invalid(exc) from exc
@@ -284,12 +289,14 @@ def download(
     if dispatch:
         if symbol_args:
             raise UserError("--dispatch downloads every tuned symbol value: leave --symbol out")
-        _download_dispatch(ref, out_dir, target, device, server, token)
+        _download_dispatch(ref, out_dir, target, caller_device(device, target), server, token)
         return
     symbols = parse_symbols(symbol_args) or None
     with connect(server, token) as client:
         try:
-            client.download(ref, out_dir, target=target, symbols=symbols, device=device)
+            client.download(
+                ref, out_dir, target=target, symbols=symbols, device=caller_device(device, target)
+            )
         except ValueError as exc:
             raise _invalid(exc) from exc
     meta = json.loads((out_dir / "metadata.json").read_text())

@@ -115,6 +115,17 @@ def test_push_sends_local_tunings_to_a_server(tuned: Tuned, server: tuple[str, s
     assert (json.loads(best.stdout)["config"], json.loads(best.stdout)["latency_s"]) == (
         _lookups(tuned.url)[0][0][:2]
     )
+    # Measured here: `--device here` finds this machine's records; another model falls back.
+    here = run_tunehub("best", KEY[:12], "--server", api, "--device", "here", "--json")
+    assert here.returncode == 0, here.stderr
+    assert json.loads(here.stdout)["fallback"] is None
+    assert json.loads(here.stdout)["device"] == json.loads(best.stdout)["device"] != "unknown"
+    other = run_tunehub("best", KEY[:12], "--server", api, "--device", "Other CPU")
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.splitlines()[-1] == (
+        f"note: no record measured on Other CPU; best on cpu measured on "
+        f"{json.loads(best.stdout)['device']}"
+    )
 
 
 def test_bad_input_is_one_line(tuned: Tuned, tmp_path: Path) -> None:
