@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.ir import Program
 from tunehub.compiler.program import load
-from tunehub.schemas.api import BestView, RecordView
+from tunehub.schemas.api import BestView
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 from tunehub.server.cache import TTLCache
@@ -110,8 +110,8 @@ class BestLookup:
                 s, workload_key=key, target=target, symbols=symbols, device=device
             )
             if found.record is not None:
-                view = RecordView.model_validate(found.record).model_dump()
-                return BestView(**view, fallback=found.fallback)
+                view = BestView.model_validate(found.record)
+                return view.model_copy(update={"fallback": found.fallback})
             if store.get_workload(s, key) is None:
                 raise NotFound(f"no workload {key}")
         raise NotFound(no_kernel(key, target, symbols))

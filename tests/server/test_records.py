@@ -148,8 +148,15 @@ def test_export_of_one_workload_by_key(
     assert len(_export(source, ["0" * 64])) == 1  # the header alone
     with session_scope(source) as s:
         assert store.resolve_workload_key(s, KEY[:12]) == KEY
-        with pytest.raises(LookupError, match="no workload"):
+        assert store.resolve_workload_key(s, KEY.upper()) == KEY
+        with pytest.raises(LookupError, match="no workload has a key starting with 'g'"):
             store.resolve_workload_key(s, "g")
+        with pytest.raises(LookupError, match="unknown workload"):
+            store.resolve_workload_key(s, "0" * 64)
+        other = row_matmul("records_other", k=8, n=8, max_m=8)
+        store.upsert_workload(s, key=workload_key(load(other)), name="other", signature=other)
+        with pytest.raises(LookupError, match=r"is ambiguous .*: give more of it"):
+            store.resolve_workload_key(s, "")
 
 
 def _tampered(lines: list[str], kind: str, **changes: Any) -> list[str]:
