@@ -143,3 +143,24 @@ def test_bad_input_is_one_line(tuned: Tuned, tmp_path: Path) -> None:
     assert both.returncode == 2 and "not both" in both.stderr
     for result in (missing, refused, unknown, both):
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_sdk_sends_a_large_file_in_batches(tuned: Tuned, server: tuple[str, str]) -> None:
+    """Each line its own batch (as a file larger than the server's body limit goes): every
+    batch carries the header, and what one batch stores, the next may name."""
+    from tunehub.client.sdk import Client
+    from tunehub.server.records import export_lines
+
+    engine = make_engine(tuned.url)
+    try:
+        with session_scope(session_factory(engine)) as s:
+            lines = list(export_lines(s))
+    finally:
+        engine.dispose()
+    api, server_db = server
+    with Client(api) as client:
+        first = client.import_records(lines, batch_bytes=1)
+        again = client.import_records(lines, batch_bytes=1)
+    assert (first.records, first.duplicates, first.workloads) == (tuned.n_records, 0, 1)
+    assert (again.records, again.duplicates, again.workloads) == (0, tuned.n_records, 0)
+    assert _lookups(server_db) == _lookups(tuned.url)
