@@ -39,7 +39,7 @@ COPY client client
 COPY frontends frontends
 COPY migrations migrations
 COPY examples examples
-RUN pip install .
+RUN pip install ".[all]"
 
 # Not root; the home holds the SQLite database when no TUNEHUB_DATABASE_URL is given.
 RUN useradd --create-home --uid 10001 tunehub

@@ -10,6 +10,7 @@ traceback). The service stack is imported inside the commands that need it, so `
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -23,11 +24,17 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from tunehub.client.commands import cuda, extract, remote, services
+from tunehub.client.commands import cuda, extract, records, remote, services
 from tunehub.client.commands.common import (
+    DEVICE_OPTION,
+    LOCAL_DB_HELP,
+    TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
+    caller_device,
+    local_sessions,
+    missing_extra,
     one_line,
     parse_symbols,
     read_signature,
@@ -43,7 +50,7 @@ from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session, sessionmaker
+    from sqlalchemy.orm import Session
 
     from tunehub.compiler.ir import Program
     from tunehub.runtime.dispatch import KernelFiles
@@ -64,6 +71,16 @@ def main(argv: list[str] | None = None) -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("error: interrupted", err=True)
         sys.exit(130)
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc.name)
+        if extra is None or os.environ.get("TUNEHUB_DEBUG"):
+            raise
+        click.echo(
+            f"error: this command needs tunehub[{extra}] ({exc.name} is not installed): "
+            f"pip install 'tunehub[{extra}]'",
+            err=True,
+        )
+        sys.exit(2)
     except Exception as exc:
         if os.environ.get("TUNEHUB_DEBUG"):
             raise
@@ -73,8 +90,24 @@ def main(argv: list[str] | None = None) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
+@click.version_option(package_name="tunehub", prog_name="tunehub", message="%(prog)s %(version)s")
+@click.option(
+    "-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug); TUNEHUB_LOG_LEVEL too."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Log errors only.")
+def cli(verbose: int, quiet: bool) -> None:
     """tunehub: tune tensor programs for CPUs and GPUs, and keep every result."""
+    from tunehub.worker import logs
+
+    if verbose and quiet:
+        raise UserError("-v and -q contradict each other: give one")
+    if verbose or quiet:  # the environment: services started from here follow it too
+        level = "ERROR" if quiet else ("DEBUG" if verbose > 1 else "INFO")
+        os.environ[logs.LEVEL_ENV] = level
+    try:
+        logs.configure(logging.WARNING)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 @cli.command()
@@ -146,6 +179,7 @@ def _here(target: Target) -> Target:
     show_default=True,
     help="Trial budget (with several signatures, shared by all of them).",
 )
+@TIME_LIMIT_OPTION
 @click.option(
     "--weights",
     "weights_text",
@@ -154,7 +188,7 @@ def _here(target: Target) -> Target:
     "a task set carries its own).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, no progress bar.")
-@click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
+@click.option("--db", "db_url", help=LOCAL_DB_HELP)
 @symbol_option(TUNE_SYMBOL_HELP, lists=True)
 @click.option(
     "--threads", type=click.IntRange(min=1), help="Threads kernels run with (default: every core)."
@@ -167,6 +201,7 @@ def tune(
     signature_files: tuple[Path, ...],
     target_text: str,
     trials: int,
+    time_limit_s: float | None,
     weights_text: str | None,
     as_json: bool,
     db_url: str | None,
@@ -194,7 +229,7 @@ def tune(
     target = _target(target_text)
     tasks = symbol_tasks([signature for signature, _ in loaded], symbol_args)
     task_weights = [weights[index] for index, _ in tasks]  # every value of a layer: its weight
-    sessions = _sessions(db_url)
+    sessions = local_sessions(db_url)
     with LocalExecutor() as executor:
         try:
             target = executor.resolve(target)
@@ -207,6 +242,7 @@ def tune(
                         symbols=resolve_symbols(loaded[index][1], symbols),
                         trials=trials,
                         strategy=strategy,
+                        time_limit_s=time_limit_s,
                     )
                     for index, symbols in tasks
                 ]
@@ -220,7 +256,11 @@ def tune(
                     summaries = [tuner.run(tuning_ids[0], on_progress)]
                 else:
                     summaries = tuner.run_many(
-                        tuning_ids, task_weights, trials, _summed(on_progress)
+                        tuning_ids,
+                        task_weights,
+                        trials,
+                        _summed(on_progress),
+                        time_limit_s=time_limit_s,
                     )
             except Exception as exc:
                 ids = ", ".join(map(str, tuning_ids))
@@ -245,7 +285,13 @@ def tune(
 
 
 @cli.command()
-@click.argument("workload_key")
+@click.argument("workload_key", metavar="KEY", required=False)
+@click.option(
+    "--signature",
+    "signature_file",
+    type=click.Path(path_type=Path),
+    help="Name the workload by its signature instead of its key.",
+)
 @click.option(
     "--target",
     "target_text",
@@ -261,7 +307,7 @@ def tune(
     required=True,
     help="Directory to write the kernel (kernel.so, kernel.c) and metadata.json into.",
 )
-@click.option("--db", "db_url", help="Database URL (default: TUNEHUB_DATABASE_URL or ~/.tunehub).")
+@click.option("--db", "db_url", help=LOCAL_DB_HELP)
 @symbol_option("Symbol values it was tuned for (default: as `tune`).")
 @click.option(
     "--dispatch",
@@ -269,16 +315,20 @@ def tune(
     help="Export the best kernel of every tuned symbol value and the table that picks one by "
     "the inputs' shapes (dispatch.json, k0/, k1/, ...).",
 )
+@DEVICE_OPTION
 def kernel(
-    workload_key: str,
+    workload_key: str | None,
+    signature_file: Path | None,
     target_text: str,
     out_dir: Path,
     db_url: str | None,
     symbol_args: tuple[str, ...],
     dispatch: bool,
+    device: str | None,
 ) -> None:
-    """Export the best verified kernel of a workload, or with --dispatch those of every tuned
-    symbol value (load either with client.load_kernel)."""
+    """Export the best verified kernel of a workload (KEY, a unique prefix of it, or
+    --signature SIG.json), or with --dispatch those of every tuned symbol value (load either
+    with client.load_kernel)."""
     from tunehub.compiler.program import load
     from tunehub.runtime.directory import save_kernel
     from tunehub.runtime.dispatch import save_dispatch
@@ -289,12 +339,21 @@ def kernel(
         raise UserError("--dispatch exports every tuned symbol value: leave --symbol out")
     # The kernel for this machine's own ISA or GPU; elsewhere, any stored variant.
     target = _here(_target(target_text))
-    with session_scope(_sessions(db_url)) as s:
+    if (workload_key is None) == (signature_file is None):
+        raise UserError("name the workload by its KEY or by --signature SIG.json (one of them)")
+    if signature_file is not None:
+        workload_key = _workload_key(signature_file)
+    assert workload_key is not None  # one of the two, checked above
+    device = caller_device(device, target_text)
+    with session_scope(local_sessions(db_url)) as s:
+        try:
+            workload_key = store.resolve_workload_key(s, workload_key)
+        except LookupError as exc:
+            raise UserError(f"{exc} (see `tunehub validate`)") from exc
         workload = store.get_workload(s, workload_key)
-        if workload is None:
-            raise UserError(f"unknown workload {workload_key!r} (see `tunehub validate`)")
+        assert workload is not None  # resolved
         if dispatch:
-            table = store.dispatch_table(s, workload_key, target)
+            table = store.dispatch_table(s, workload_key, target, device)
             if table is None:
                 raise UserError(
                     f"no verified kernel for workload {workload_key[:12]} on {target}: "
@@ -305,7 +364,10 @@ def kernel(
             show_dispatch(out_dir, table)
             return
         symbols = _symbols(load(workload.signature), symbol_args)
-        best = store.best_record(s, workload_key=workload_key, target=target, symbols=symbols)
+        found = store.best_for_device(
+            s, workload_key=workload_key, target=target, symbols=symbols, device=device
+        )
+        best = found.record
         if best is None or best.artifact_sha256 is None:
             raise UserError(
                 f"no verified kernel for workload {workload_key[:12]} on {target} "
@@ -316,14 +378,29 @@ def kernel(
         f"wrote {out_dir}/ (the kernel and metadata.json): {workload.name} on "
         f"{best.target}, {seconds(best.latency_s)}"
     )
+    if found.fallback:
+        click.echo(f"note: {found.fallback}")
 
 
 # Commands defined beside this module: against a server, and the service's own processes.
-for command in (*remote.COMMANDS, *services.COMMANDS, *cuda.COMMANDS, *extract.COMMANDS):
+for command in (
+    *remote.COMMANDS,
+    *services.COMMANDS,
+    *cuda.COMMANDS,
+    *extract.COMMANDS,
+    *records.COMMANDS,
+):
     cli.add_command(command)
 
 
 # Helpers: input parsing and output formatting.
+
+
+def _workload_key(path: Path) -> str:
+    """The workload key of the signature in `path`."""
+    from tunehub.compiler.canonical import workload_key
+
+    return workload_key(_load_signature(path)[1])
 
 
 def _load_signature(path: Path) -> tuple[TaskSignature, Program]:
@@ -371,23 +448,6 @@ def _symbols(program: Program, args: tuple[str, ...]) -> dict[str, int]:
         return resolve_symbols(program, parse_symbols(args))
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-
-
-def _sessions(db_url: str | None) -> sessionmaker[Session]:
-    """A session factory on the migrated database at `db_url` (or the settings' default)."""
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
-
-    from tunehub.server.db.session import make_engine, migrate, session_factory
-    from tunehub.server.settings import get_settings
-
-    url = db_url or get_settings().database_url
-    try:
-        migrate(url)
-        return session_factory(make_engine(url))
-    except (ArgumentError, NoSuchModuleError) as exc:
-        raise UserError(f"invalid database URL {url!r}: {exc}") from exc
-    except OperationalError as exc:
-        raise UserError(f"cannot use the database at {url!r}: {exc.orig}") from exc
 
 
 @contextmanager
@@ -519,6 +579,7 @@ def _summary_json(summary: TuningSummary, baseline: Baseline | None) -> dict[str
         "strategy": summary.strategy,
         "trials": summary.trials,
         "trials_requested": summary.trials_requested,
+        "stop_reason": summary.stop_reason,
         "baseline_latency_s": summary.baseline_latency_s,
         "best": None
         if best is None
@@ -550,6 +611,7 @@ def _summary_table(name: str, summary: TuningSummary, baseline: Baseline | None)
         ("workload", summary.workload_key),
         ("symbols", symbols_text(summary.symbols)),
         ("trials", f"{summary.trials} of {summary.trials_requested} ({summary.strategy})"),
+        *([("stopped", summary.stop_reason)] if summary.stop_reason else []),
         ("naive", naive),
         ("best", _latency(best.latency_s if best else None, summary.flops)),
         ("speedup", f"{speedup:.1f}x over naive" if speedup else "-"),

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -35,7 +36,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tunehub.schemas.api import (
     DEFAULT_STRATEGY,
+    SHA256_PATTERN,
     BestRequest,
+    BestView,
     GroupTask,
     Page,
     RecordView,
@@ -45,14 +48,19 @@ from tunehub.schemas.api import (
     TuningRequest,
     TuningView,
     WorkerView,
+    WorkloadView,
 )
 from tunehub.schemas.dispatch import DispatchTable
 from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.records import ImportSummary
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT_S = 30.0
+# A records file goes to `POST /v1/records` in batches of about this size (the server refuses
+# bodies over its `max_body_bytes`, 1 MiB by default).
+IMPORT_BATCH_BYTES = 512 * 1024
 # `wait` polls every POLL_START_S at first (a cached or small tuning ends at once) and backs
 # off by POLL_FACTOR up to POLL_MAX_S (a long tuning should not cost a request per 100 ms).
 POLL_START_S = 0.1
@@ -174,14 +182,17 @@ class Client:
         trials: int = 64,
         symbols: Mapping[str, int] | None = None,
         strategy: str = DEFAULT_STRATEGY,
+        time_limit_s: float | None = None,
     ) -> Submission:
-        """Ask for a tuning. The answer says whether it was `created`, `joined` an identical
-        tuning already under way, or `cached` (the database held enough measurements: it is
-        done already, and no trial runs)."""
+        """Ask for a tuning (of at most `trials` and, if given, `time_limit_s` seconds). The
+        answer says whether it was `created`, `joined` an identical tuning already under way,
+        or `cached` (the database held enough measurements: it is done already, and no trial
+        runs)."""
         request = TuningRequest(
             task=_signature(task),
             target=_target(target),
             trials=trials,
+            time_limit_s=time_limit_s,
             symbols=dict(symbols or {}),
             strategy=strategy,
         )
@@ -217,13 +228,18 @@ class Client:
         target: TargetLike = "cpu",
         trials: int = 64,
         strategy: str = DEFAULT_STRATEGY,
+        time_limit_s: float | None = None,
     ) -> TuningGroupView:
         """Tune several tasks on one budget of `trials` in all: each batch goes to the task
         expected to cut the weighted total latency most (a task's `weight`: how many times the
         model runs it), and a task that stops improving stops early. Each task is a tuning of
         its own (`tunings`, in request order), so `best` and `dispatch` see its results."""
         request = TuningGroupRequest(
-            tasks=list(tasks), target=_target(target), trials=trials, strategy=strategy
+            tasks=list(tasks),
+            target=_target(target),
+            trials=trials,
+            strategy=strategy,
+            time_limit_s=time_limit_s,
         )
         return self._view(TuningGroupView, "POST", "/v1/tuning-groups", json=_body(request))
 
@@ -254,6 +270,24 @@ class Client:
 
     # Workloads and kernels
 
+    def workload_key(self, prefix: str) -> str:
+        """The key of the one workload whose key starts with `prefix` (a whole key is returned
+        as it is); ValueError when none does or several do."""
+        if re.fullmatch(SHA256_PATTERN, prefix):
+            return prefix
+        if not re.fullmatch(r"[0-9a-fA-F]{1,63}", prefix):
+            raise ValueError(f"{prefix!r} is not a workload key (hexadecimal)")
+        params = {"prefix": prefix.lower(), "limit": 2}
+        found = self._view(Page[WorkloadView], "GET", "/v1/workloads", params=params).items
+        if not found:
+            raise ValueError(f"no workload has a key starting with {prefix!r}")
+        if len(found) > 1:
+            shown = ", ".join(w.key[:16] for w in found)
+            raise ValueError(
+                f"workload key {prefix!r} is ambiguous ({shown}, ...): give more of it"
+            )
+        return found[0].key
+
     def best(
         self,
         key: str | None = None,
@@ -261,10 +295,13 @@ class Client:
         task: Task | None = None,
         target: TargetLike = "cpu",
         symbols: Mapping[str, int] | None = None,
-    ) -> RecordView:
+        device: str | None = None,
+    ) -> BestView:
         """The fastest verified record of a workload, named by its `key` or by its signature
         (`task`), for `target` (`cpu` alone: any ISA). Symbols left out take the tuner's
-        defaults; `symbols=None` with a key means any values. `NotFoundError` when none."""
+        defaults; `symbols=None` with a key means any values. With `device` (a GPU's or
+        CPU's model name), one measured on that model if any; else `fallback` says why not.
+        `NotFoundError` when none."""
         if (key is None) == (task is None):
             raise ValueError("name the workload by its key or by its signature (task), not both")
         if task is not None:
@@ -272,10 +309,15 @@ class Client:
                 task=_signature(task),
                 target=_target(target),
                 symbols=None if symbols is None else dict(symbols),
+                device=device,
             )
-            return self._view(RecordView, "POST", "/v1/workloads/best", json=_body(request))
+            return self._view(BestView, "POST", "/v1/workloads/best", json=_body(request))
+        assert key is not None  # one of the two, checked above
         params = {"target": str(_target(target)), "symbol": _symbol_params(symbols)}
-        return self._view(RecordView, "GET", f"/v1/workloads/{key}/best", params=params)
+        if device is not None:
+            params["device"] = device
+        path = f"/v1/workloads/{self.workload_key(key)}/best"
+        return self._view(BestView, "GET", path, params=params)
 
     def records(
         self,
@@ -295,12 +337,18 @@ class Client:
             params["status"] = str(RecordStatus(status))
         return self._pages(RecordView, f"/v1/workloads/{key}/records", params, page_size)
 
-    def dispatch(self, key: str, *, target: TargetLike = "cpu") -> DispatchTable:
+    def dispatch(
+        self, key: str, *, target: TargetLike = "cpu", device: str | None = None
+    ) -> DispatchTable:
         """The dispatch table of symbolic workload `key` on `target`: the best kernel of every
         symbol assignment it was tuned at, and `select` to pick one for any values in the
-        declared ranges. `NotFoundError` when no assignment has a verified kernel."""
+        declared ranges; with `device`, each entry measured on that model where one was.
+        `NotFoundError` when no assignment has a verified kernel."""
         params = {"target": str(_target(target))}
-        return self._view(DispatchTable, "GET", f"/v1/workloads/{key}/dispatch", params=params)
+        if device is not None:
+            params["device"] = device
+        path = f"/v1/workloads/{self.workload_key(key)}/dispatch"
+        return self._view(DispatchTable, "GET", path, params=params)
 
     def artifact(self, sha256: str) -> Artifact:
         """A compiled kernel by its content address: its bytes, checked against the address,
@@ -319,16 +367,20 @@ class Client:
         *,
         target: TargetLike = "cpu",
         symbols: Mapping[str, int] | None = None,
+        device: str | None = None,
     ) -> Path:
         """Write a kernel directory that `client.load_kernel` loads: `ref` is an artifact's
-        sha256, or a workload key whose best kernel for `target` (and `symbols`) is fetched.
-        The bytes are checked against their content address before anything is written."""
+        sha256, or a workload key (or a unique prefix of one) whose best kernel for `target`
+        (and `symbols`) is fetched. The bytes are checked against their content address
+        before anything is written."""
         record = None
         try:
+            if not re.fullmatch(SHA256_PATTERN, ref):
+                raise NotFoundError(404, "not a whole sha256", "GET", f"/v1/artifacts/{ref}")
             artifact = self.artifact(ref)
         except NotFoundError:  # not an artifact: a workload key, then
             try:
-                record = self.best(ref, target=target, symbols=symbols)
+                record = self.best(ref, target=target, symbols=symbols, device=device)
             except NotFoundError as exc:
                 if not exc.detail.startswith("no workload"):
                     raise
@@ -343,6 +395,41 @@ class Client:
         metadata = kernel_metadata(artifact.meta, artifact.sha256, record)
         (out / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
         return out
+
+    def import_records(
+        self, lines: Iterable[str], *, batch_bytes: int = IMPORT_BATCH_BYTES
+    ) -> ImportSummary:
+        """Send a records file (`schemas.records`, its lines without newlines) to the server's
+        database (an admin token's right), in batches of about `batch_bytes` each (under the
+        server's body limit), each batch with the file's header, in order: a batch's records
+        may name workloads and artifacts an earlier batch stored. Each batch is stored whole
+        or not at all; sending again after a failure skips what is stored."""
+        header: str | None = None
+        batch: list[str] = []
+        size = 0
+        total: dict[str, int] = {}
+
+        def send() -> None:
+            if batch:
+                body = "\n".join([header or "", *batch]) + "\n"
+                headers = {"Content-Type": "application/x-ndjson"}
+                summary = self._view(
+                    ImportSummary, "POST", "/v1/records", content=body, headers=headers
+                )
+                for name, count in summary.model_dump().items():
+                    total[name] = total.get(name, 0) + count
+
+        for line in lines:
+            if header is None:
+                header = line  # the server refuses a file that does not start with one
+                continue
+            if batch and size + len(line) > batch_bytes:
+                send()
+                batch, size = [], 0
+            batch.append(line)
+            size += len(line) + 1
+        send()
+        return ImportSummary(**total)
 
     def workers(self) -> list[WorkerView]:
         """The living worker daemons (none when the server has no Redis)."""

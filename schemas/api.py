@@ -16,7 +16,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
-from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.record import UNKNOWN_DEVICE, RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 
@@ -67,6 +67,17 @@ TargetField = Annotated[Target, BeforeValidator(_target, json_schema_input_type=
 # Counts and symbol values are JSON integers, never strings or booleans coerced into them.
 StrictInt = Annotated[int, Strict()]
 Symbols = Annotated[dict[str, StrictInt], Field(max_length=8)]
+# A wall-clock budget beside the trials: the tuner stops at the first batch boundary after it
+# (at most a week: a longer one is a mistake, not a budget).
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
+TimeLimit = Annotated[
+    float | None,
+    Field(
+        gt=0,
+        le=MAX_TIME_LIMIT_S,
+        description="seconds of wall-clock time the tuning may take, beside its trials",
+    ),
+]
 
 
 class _Request(BaseModel):
@@ -88,6 +99,7 @@ class TuningRequest(_Request):
     task: TaskSignature
     target: TargetField
     trials: StrictInt = Field(ge=1)
+    time_limit_s: TimeLimit = None
     symbols: Symbols = Field(default_factory=dict)
     strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
 
@@ -113,6 +125,7 @@ class TuningGroupRequest(_Request):
     tasks: list[GroupTask] = Field(min_length=1, max_length=MAX_GROUP_TASKS)
     target: TargetField
     trials: StrictInt = Field(ge=1)
+    time_limit_s: TimeLimit = None
     strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
 
 
@@ -125,6 +138,9 @@ class BestRequest(_Request):
     task: TaskSignature
     target: TargetField
     symbols: Symbols | None = None
+    device: str | None = Field(
+        default=None, max_length=255, description="the caller's device model, preferred"
+    )
 
 
 class RecordView(_View):
@@ -143,7 +159,25 @@ class RecordView(_View):
     max_error: float | None
     error_log: str | None
     machine: dict[str, Any]
+    device: str = Field(default=UNKNOWN_DEVICE, description="the device model it ran on")
+    driver: str | None = None
+    toolkit: str | None = None
     artifact_sha256: str | None
+    created_at: datetime
+
+
+class BestView(RecordView):
+    """A best-kernel answer: the record, and why it was measured on another device model than
+    the one the caller asked for (None when it was not, or no device was given)."""
+
+    fallback: str | None = None
+
+
+class WorkloadView(_View):
+    """A workload: its key, the name it was first submitted under, and when."""
+
+    key: str
+    name: str
     created_at: datetime
 
 
@@ -160,6 +194,10 @@ class TuningView(_View):
     status: TuningStatus
     trials_done: int
     trials_total: int
+    time_limit_s: float | None = None
+    stop_reason: str | None = Field(
+        default=None, description="why it ended before its trials (a time limit, the space)"
+    )
     best: RecordView | None
     error: str | None
     created_at: datetime
@@ -194,6 +232,7 @@ class TuningGroupView(_View):
     status: TuningStatus
     trials_done: int
     trials_total: int
+    time_limit_s: float | None = None
     weights: list[float]
     tunings: list[TuningView]
     error: str | None
@@ -208,6 +247,9 @@ class WorkerView(_View):
     name: str
     host: str
     machine: str
+    slot: str | None = Field(
+        default=None, description="the device it measures on alone (`cuda:1`), if a slot"
+    )
     pid: int
     queues: list[str]
     targets: list[str]

@@ -30,6 +30,10 @@ class DispatchEntry(BaseModel):
 
     symbols: dict[str, int]
     record: RecordView
+    fallback: str | None = Field(
+        default=None,
+        description="why this kernel was measured on another device model than the caller's",
+    )
 
 
 class DispatchTable(BaseModel):

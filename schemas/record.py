@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The device of a record whose fingerprint does not name one (records older than the field).
+UNKNOWN_DEVICE = "unknown"
+
 
 class RecordStatus(StrEnum):
     """Outcome of one candidate. Only `ok` records can ever be the best."""

@@ -25,6 +25,7 @@ from tunehub.server.api.metrics import Metrics, MetricsMiddleware
 from tunehub.server.api.routes import (
     artifacts,
     health,
+    records,
     tuning_groups,
     tunings,
     ui,
@@ -90,7 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The last added runs first: every request is counted, refused ones included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
-    for module in (tunings, tuning_groups, workloads, artifacts, workers, health):
+    for module in (tunings, tuning_groups, workloads, artifacts, records, workers, health):
         app.include_router(module.router)
     ui.install(app)
     return app

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.ir import Program
 from tunehub.compiler.program import load
-from tunehub.schemas.api import RecordView
+from tunehub.schemas.api import BestView
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 from tunehub.server.cache import TTLCache
@@ -46,33 +46,49 @@ class BestLookup:
         self.sessions = sessions
         self.generations = generations
         # Each best with the generation of its workload it was read at.
-        self._cache: TTLCache[tuple[int | None, RecordView]] = TTLCache(ttl_s)
+        self._cache: TTLCache[tuple[int | None, BestView]] = TTLCache(ttl_s)
 
     async def by_key(
-        self, key: str, target: Target, symbols: Mapping[str, int] | None
-    ) -> RecordView:
-        """The best record of workload `key`; `NotFound` (with the reason) when there is none.
-        A cache hit costs no query (and, without Redis, no thread)."""
-        return await self._cached(key, target, symbols, fill_in=True)
+        self,
+        key: str,
+        target: Target,
+        symbols: Mapping[str, int] | None,
+        device: str | None = None,
+    ) -> BestView:
+        """The best record of workload `key` (measured on `device`, preferably: its
+        `fallback` says why not); `NotFound` (with the reason) when there is none. A cache
+        hit costs no query (and, without Redis, no thread)."""
+        return await self._cached(key, target, symbols, device, fill_in=True)
 
     async def by_signature(
-        self, task: TaskSignature, target: Target, symbols: Mapping[str, int] | None
-    ) -> RecordView:
+        self,
+        task: TaskSignature,
+        target: Target,
+        symbols: Mapping[str, int] | None,
+        device: str | None = None,
+    ) -> BestView:
         """As `by_key`, for the workload of `task` (validated: SignatureError)."""
         key, resolved = await to_thread.run_sync(_key_and_symbols, task, symbols)
-        return await self._cached(key, target, resolved, fill_in=False)
+        return await self._cached(key, target, resolved, device, fill_in=False)
 
     async def _cached(
-        self, key: str, target: Target, symbols: Mapping[str, int] | None, *, fill_in: bool
-    ) -> RecordView:
-        cache_key = (key, str(target), None if symbols is None else store.canonical_json(symbols))
+        self,
+        key: str,
+        target: Target,
+        symbols: Mapping[str, int] | None,
+        device: str | None,
+        *,
+        fill_in: bool,
+    ) -> BestView:
+        symbols_key = None if symbols is None else store.canonical_json(symbols)
+        cache_key = (key, str(target), symbols_key, device)
         generation = None
         if self.generations is not None:  # read before the query (`server.generations`)
             generation = await to_thread.run_sync(self.generations.current, key)
         hit = self._cache.get(cache_key)
         if hit is not None and hit[0] == generation:
             return hit[1]
-        view = await to_thread.run_sync(self._lookup, key, target, symbols, fill_in)
+        view = await to_thread.run_sync(self._lookup, key, target, symbols, device, fill_in)
         self._cache.put(cache_key, (generation, view))
         return view
 
@@ -81,17 +97,21 @@ class BestLookup:
         key: str,
         target: Target,
         symbols: Mapping[str, int] | None,
+        device: str | None,
         fill_in: bool,
-    ) -> RecordView:
+    ) -> BestView:
         """The lookup itself; `fill_in`: `symbols` are as given and get their defaults."""
         with session_scope(self.sessions) as s:
             if symbols is not None and fill_in:
                 symbols = _resolve(_program_of(s, key), symbols)
             if symbols is not None:  # as the workload names them
                 symbols = store.workload_symbols(s, key, symbols)
-            best = store.best_record(s, workload_key=key, target=target, symbols=symbols)
-            if best is not None:
-                return RecordView.model_validate(best)
+            found = store.best_for_device(
+                s, workload_key=key, target=target, symbols=symbols, device=device
+            )
+            if found.record is not None:
+                view = BestView.model_validate(found.record)
+                return view.model_copy(update={"fallback": found.fallback})
             if store.get_workload(s, key) is None:
                 raise NotFound(f"no workload {key}")
         raise NotFound(no_kernel(key, target, symbols))

@@ -44,6 +44,16 @@ class Settings(BaseSettings):
     # an older best for that long after a better kernel is stored.
     best_cache_ttl_s: float = Field(default=2.0, ge=0)
 
+    @property
+    def local_database_url(self) -> str:
+        """The database of this machine's own tunings (`tunehub tune`, `kernel`, `records`,
+        `push`): `TUNEHUB_DATABASE_URL` when it is set, else `local.db` in the home. Not the
+        service's `tunehub.db`: a service started here (`tunehub standalone`) numbers its
+        tunings from 1 too, and `tunehub status 1` must show the service's tuning 1."""
+        if "database_url" in self.model_fields_set:
+            return self.database_url
+        return f"sqlite:///{self.home / 'local.db'}"
+
     @field_validator("home")
     @classmethod
     def _absolute_home(cls, home: Path) -> Path:

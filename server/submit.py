@@ -90,6 +90,7 @@ def submit_tuning(
                 symbols=symbols,
                 trials=request.trials,
                 strategy=request.strategy,
+                time_limit_s=request.time_limit_s,
             )
             if measured >= request.trials:
                 best = store.best_record(s, workload_key=key, target=target, symbols=stored)
@@ -149,7 +150,11 @@ def submit_group(
                         f"symbols is {active.status}; submit the group when it has ended"
                     )
             group_id = store.create_group(
-                s, target=target, strategy=request.strategy, trials=request.trials
+                s,
+                target=target,
+                strategy=request.strategy,
+                trials=request.trials,
+                time_limit_s=request.time_limit_s,
             ).id
             tuning_ids = [
                 register_tuning(
@@ -161,6 +166,7 @@ def submit_group(
                     strategy=request.strategy,
                     group_id=group_id,
                     weight=task.weight,
+                    time_limit_s=request.time_limit_s,
                 )
                 for task, (_, symbols) in zip(request.tasks, planned, strict=True)
             ]

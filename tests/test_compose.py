@@ -93,7 +93,7 @@ def test_the_dockerfile_switches_its_base_and_installs_gcc_openmp_and_the_projec
     assert "ARG BASE_IMAGE=python:3.11-slim" in dockerfile
     assert "FROM ${BASE_IMAGE}" in dockerfile
     assert all(package in dockerfile for package in ("gcc", "libgomp1"))
-    assert "pip install ." in dockerfile
+    assert 'pip install ".[all]"' in dockerfile  # the whole service: every extra
     assert "\nUSER " in dockerfile
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored

@@ -50,6 +50,16 @@ class WorkerBackend(ABC):
         """Why this machine cannot measure kernels built for a complete `target` (None if
         it can): a kernel that would not run here is refused, never recorded as a crash."""
 
+    def devices(self) -> list[str]:
+        """This machine's devices of this kind that measure apart from each other (GPUs), by
+        the ids `device_environment` takes: `tunehub worker --gpus` runs a measuring slot on
+        each. Empty for a kind whose kernels run on the host (CPUs)."""
+        return []
+
+    def device_environment(self, device: str) -> dict[str, str]:
+        """The environment that shows a process `device` (of `devices`) alone."""
+        return {}
+
     @abstractmethod
     def fingerprint(self, target: Target) -> dict[str, Any]:
         """The device and toolchain a measurement for `target` here is taken with."""

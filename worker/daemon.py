@@ -14,6 +14,9 @@ for is lost (the job's RQ `worker_name` is no longer registered).
 Measurements on one machine take turns under a Redis lock (`queues.measure_lock_key`) that is
 renewed while held, so a daemon killed mid-measurement frees the machine within LOCK_TTL_S.
 Builds do not take it: they may run in parallel with each other (and with a measurement).
+A measuring slot (`worker.slots`: `tunehub worker --gpus`) is a daemon that sees one device
+alone and serves that device's kind: its lock is the device's, so each GPU measures in
+parallel with the others while two measurements never share a GPU.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ from redis.typing import EncodableT, FieldT
 from rq import SimpleWorker, get_current_job
 
 from tunehub.schemas.target import Target
-from tunehub.worker import device
-from tunehub.worker.backend import local_targets
+from tunehub.worker import device, logs
+from tunehub.worker.backend import local_targets, worker_backend
 from tunehub.worker.jobs import CandidateRequest, CandidateResult, measure_candidate
 from tunehub.worker.queues import (
     WORKERS_KEY,
@@ -52,6 +55,7 @@ from tunehub.worker.queues import (
     worker_key,
     worker_queues,
 )
+from tunehub.worker.slots import SLOT_ENV, plan_slots, run_slots
 
 # A worker silent for WORKER_TTL_S is dead: short, so the tuner re-sends a lost job within
 # seconds; a heartbeat every HEARTBEAT_S leaves room for two missed beats before that.
@@ -71,6 +75,7 @@ class WorkerInfo:
     name: str
     host: str
     machine: str  # see machine_id: workers with equal machines share the measure lock
+    slot: str | None  # the device it measures on alone (`cuda:1`); None: the whole machine
     pid: int
     queues: list[str]
     targets: list[str]
@@ -109,8 +114,19 @@ def measure(request: CandidateRequest, built: CandidateResult) -> CandidateResul
     job = get_current_job()
     if job is None:
         raise RuntimeError("worker.daemon.measure runs as an RQ job (see measure_candidate)")
-    with measure_lock(job.connection, machine_id()):
+    with measure_lock(job.connection, measuring_unit()):
         return measure_candidate(request, built)
+
+
+def slot() -> str | None:
+    """The measuring slot this daemon is (`kind:device`), if it is one."""
+    return os.environ.get(SLOT_ENV) or None
+
+
+def measuring_unit() -> str:
+    """What a measurement here takes turns on: the machine, or a slot's own device."""
+    own = slot()
+    return machine_id() if own is None else f"{machine_id()}/{own}"
 
 
 @contextmanager
@@ -201,7 +217,11 @@ def run_worker(
     """
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
-    names = list(queues) if queues else worker_queues(local_targets())
+    own = slot()
+    if own is not None and queues:
+        raise ValueError("a measuring slot serves its own device's queues: leave queues out")
+    here = local_targets() if own is None else worker_backend(own.partition(":")[0]).local_targets()
+    names = list(queues) if queues else worker_queues(here)
     targets = _targets_of(names)
     threads = threads or device.cpu_cores()
     name = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -213,6 +233,7 @@ def run_worker(
             "name": name,
             "host": socket.gethostname(),
             "machine": machine_id(),
+            "slot": own or "",
             "pid": str(os.getpid()),
             "queues": json.dumps(names),
             "targets": json.dumps([str(t) for t in targets]),
@@ -255,9 +276,42 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, help="threads offered for measurements")
     parser.add_argument("--name", help="worker name (default: host-pid-random)")
     parser.add_argument("--burst", action="store_true", help="quit when the queues are empty")
+    parser.add_argument("--gpus", help=GPUS_HELP)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    run_worker(args.redis, args.queues, args.threads, args.name, args.burst)
+    try:
+        logs.configure()
+        code = serve(args.redis, args.queues, args.threads, args.name, args.burst, args.gpus)
+    except ValueError as exc:
+        parser.error(str(exc))
+    raise SystemExit(code)
+
+
+GPUS_HELP = (
+    "measure on these GPUs in parallel, a daemon per GPU: `all`, or ids like 0,1 "
+    "(default: one daemon, measurements take turns on the machine)"
+)
+
+
+def serve(
+    redis_url: str,
+    queues: Sequence[str] | None,
+    threads: int | None,
+    name: str | None,
+    burst: bool,
+    gpus: str | None,
+) -> int:
+    """`tunehub worker`: one daemon (`run_worker`), or with `gpus` a measuring slot per GPU
+    (`slots.run_slots`); its exit status. ValueError for options that do not fit."""
+    if gpus is None:
+        run_worker(redis_url, queues, threads, name, burst)
+        return 0
+    if queues:
+        raise ValueError("--gpus: each GPU's daemon serves its own queues: leave --queues out")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
+    planned = plan_slots(gpus)
+    log.info("measuring slots: %s", ", ".join(slot.label for slot in planned))
+    return run_slots(redis_url, planned, threads=threads, name=name, burst=burst)
 
 
 def _targets_of(names: Sequence[str]) -> list[Target]:
@@ -283,6 +337,7 @@ def _info(raw: dict[bytes, bytes]) -> WorkerInfo:
         name=fields["name"],
         host=fields["host"],
         machine=fields["machine"],
+        slot=fields.get("slot") or None,
         pid=int(fields["pid"]),
         queues=json.loads(fields["queues"]),
         targets=json.loads(fields["targets"]),

@@ -108,10 +108,16 @@ def cpu_cores() -> int:
 
 def fingerprint(target: Target, threads: int) -> dict[str, Any]:
     """The machine a measurement for `target` with `threads` threads was taken on."""
+    cpu_model = _cpuinfo().get("model name") or platform.processor() or platform.machine()
     common: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "os": platform.platform(),
-        "cpu_model": _cpuinfo().get("model name") or platform.processor() or platform.machine(),
+        # The device a kernel ran on, its driver and toolkit (`Record.device`); a kind whose
+        # kernels run elsewhere than on the CPU replaces them.
+        "device": cpu_model,
+        "driver": None,
+        "toolkit": None,
+        "cpu_model": cpu_model,
         "cpu_cores": cpu_cores(),
         "cpu_isa": cpu_isa(),
         "threads": threads,

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
     from tunehub.client.sdk import Client
     from tunehub.schemas.dispatch import DispatchTable
     from tunehub.schemas.signature import TaskSignature
@@ -29,6 +31,34 @@ TUNE_SYMBOL_HELP = (
     "Symbol values to tune for: a list tunes each value (M=1,8,32), several symbols every "
     "combination, each a task of the trial budget (default: each symbol at 64, clamped)."
 )
+
+
+# The packages of the extras (`pyproject.toml`) a command may find missing, by the top-level
+# module it imports: the core install has the client and the runtime alone.
+_EXTRAS = (
+    (
+        "server",
+        (
+            "fastapi",
+            "uvicorn",
+            "sqlalchemy",
+            "alembic",
+            "xgboost",
+            "psycopg",
+            "prometheus_client",
+            "pydantic_settings",
+        ),
+    ),
+    ("worker", ("redis", "rq", "threadpoolctl")),
+    ("cuda", ("cuda",)),  # cuda-python's package
+)
+_EXTRA_OF_MODULE = {module: extra for extra, modules in _EXTRAS for module in modules}
+
+
+def missing_extra(module: str | None) -> str | None:
+    """The extra that installs `module` (a dotted name: its top level counts); None for a
+    module no extra provides (then its absence is a bug, not an install choice)."""
+    return _EXTRA_OF_MODULE.get((module or "").partition(".")[0])
 
 
 class CliError(click.ClickException):
@@ -48,6 +78,52 @@ class InternalError(CliError):
     """Something in tunehub failed: exit 1."""
 
     exit_code = 1
+
+
+LOCAL_DB_HELP = (
+    "Database URL (default: TUNEHUB_DATABASE_URL, else this machine's own tunings in "
+    "~/.tunehub/local.db; a service started here keeps its own, tunehub.db)."
+)
+TIME_LIMIT_OPTION = click.option(
+    "--time-limit",
+    "time_limit_s",
+    type=click.FloatRange(min=0, min_open=True, max=7 * 24 * 3600.0),
+    metavar="SECONDS",
+    help="Stop after this much wall-clock time (at the next batch) even if trials remain.",
+)
+DEVICE_OPTION = click.option(
+    "--device",
+    metavar="MODEL|here",
+    help="Your device model (a GPU's or CPU's name, as records show it; `here`: this "
+    "machine's): its records are preferred, others of the target used only when it has none "
+    "(a note says so).",
+)
+
+
+def caller_device(device: str | None, target_text: str) -> str | None:
+    """`--device` as lookups take it: a model name as given, or for `here` this machine's own
+    device of the target's kind (its first, for a target without ISA or arch), as a worker
+    here would record it."""
+    if device != "here":
+        return device
+    from tunehub.schemas.record import UNKNOWN_DEVICE
+    from tunehub.schemas.target import Target
+    from tunehub.worker.backend import worker_backend
+    from tunehub.worker.device import fingerprint
+
+    try:
+        target = Target.parse(target_text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if not target.complete:
+        here = worker_backend(target).local_targets()
+        if not here:
+            raise UserError(f"--device here: this machine has no {target} device")
+        target = here[0]
+    model = str(fingerprint(target, 1).get("device") or UNKNOWN_DEVICE)
+    if model == UNKNOWN_DEVICE:
+        raise UserError(f"--device here: this machine has no device that runs {target} code")
+    return model
 
 
 def server_options(command: F) -> F:
@@ -82,6 +158,24 @@ def connect(server: str, token: str | None) -> Iterator[Client]:
         raise error(str(exc)) from exc
     except ClientError as exc:
         raise InternalError(str(exc)) from exc
+
+
+def local_sessions(db_url: str | None) -> sessionmaker[Session]:
+    """A session factory on the migrated database at `db_url` (default: this machine's
+    tunings, `Settings.local_database_url`)."""
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+    from tunehub.server.db.session import make_engine, migrate, session_factory
+    from tunehub.server.settings import get_settings
+
+    url = db_url or get_settings().local_database_url
+    try:
+        migrate(url)
+        return session_factory(make_engine(url))
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise UserError(f"invalid database URL {url!r}: {exc}") from exc
+    except OperationalError as exc:
+        raise UserError(f"cannot use the database at {url!r}: {exc.orig}") from exc
 
 
 def read_signature(path: Path) -> dict[str, Any]:
@@ -222,6 +316,9 @@ def show_dispatch(directory: Path, table: DispatchTable) -> None:
     last = len(table.entries) - 1
     click.echo(f"wrote {directory}/ (dispatch.json and kernel directories k0/..k{last}/)")
     Console().print(dispatch_table(table))
+    for index, entry in enumerate(table.entries):
+        if entry.fallback:
+            click.echo(f"note: k{index}: {entry.fallback}")
 
 
 def dispatch_table(table: DispatchTable) -> Table:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,12 @@ from rich.console import Console
 from rich.table import Table
 
 from tunehub.client.commands.common import (
+    DEVICE_OPTION,
+    TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
+    caller_device,
     connect,
     parse_symbols,
     read_signature,
@@ -49,6 +53,7 @@ _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX]; without ISA/arch: whatever the worker
     show_default=True,
     help="Trial budget (with several tasks, shared by all of them).",
 )
+@TIME_LIMIT_OPTION
 @symbol_option(TUNE_SYMBOL_HELP, lists=True)
 @click.option(
     "--weights",
@@ -65,6 +70,7 @@ def submit(
     signature_files: tuple[Path, ...],
     target: str,
     trials: int,
+    time_limit_s: float | None,
     symbol_args: tuple[str, ...],
     weights_text: str | None,
     strategy: str,
@@ -91,13 +97,19 @@ def submit(
             ]
         except ValidationError as exc:  # a weight out of bounds
             raise _invalid(exc) from exc
-        _submit_group(group_tasks, target, trials, strategy, watch, as_json, server, token)
+        budget = _Budget(trials, time_limit_s)
+        _submit_group(group_tasks, target, budget, strategy, watch, as_json, server, token)
         return
     signature, symbols = signatures[0], tasks[0][1]
     with connect(server, token) as client:
         try:
             submitted = client.submit(
-                signature, target=target, trials=trials, symbols=symbols, strategy=strategy
+                signature,
+                target=target,
+                trials=trials,
+                symbols=symbols,
+                strategy=strategy,
+                time_limit_s=time_limit_s,
             )
         except ValueError as exc:  # the request, checked before it is sent
             raise _invalid(exc) from exc
@@ -114,10 +126,16 @@ def submit(
         _show(tuning, as_json)
 
 
+@dataclass(frozen=True)
+class _Budget:
+    trials: int
+    time_limit_s: float | None
+
+
 def _submit_group(
     tasks: list[GroupTask],
     target: str,
-    trials: int,
+    budget: _Budget,
     strategy: str,
     watch: bool,
     as_json: bool,
@@ -127,7 +145,13 @@ def _submit_group(
     """`submit` of several tasks: one group on one budget."""
     with connect(server, token) as client:
         try:
-            group = client.submit_group(tasks, target=target, trials=trials, strategy=strategy)
+            group = client.submit_group(
+                tasks,
+                target=target,
+                trials=budget.trials,
+                strategy=strategy,
+                time_limit_s=budget.time_limit_s,
+            )
         except ValueError as exc:
             raise _invalid(exc) from exc
         if not as_json:
@@ -181,6 +205,7 @@ def _show(view: TuningView | TuningGroupView, as_json: bool) -> None:
 )
 @click.option("--target", default="cpu", show_default=True, help=_TARGET_HELP)
 @symbol_option("Symbol values it was tuned for (default: any, or the tuner's with --signature).")
+@DEVICE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @server_options
 def best(
@@ -188,6 +213,7 @@ def best(
     signature_file: Path | None,
     target: str,
     symbol_args: tuple[str, ...],
+    device: str | None,
     as_json: bool,
     server: str,
     token: str | None,
@@ -199,17 +225,31 @@ def best(
     task = None if signature_file is None else read_signature(signature_file)
     with connect(server, token) as client:
         try:
-            record = client.best(workload_key, task=task, target=target, symbols=symbols)
+            record = client.best(
+                workload_key,
+                task=task,
+                target=target,
+                symbols=symbols,
+                device=caller_device(device, target),
+            )
         except ValueError as exc:
             raise _invalid(exc) from exc
     if as_json:
         click.echo(record.model_dump_json())
-    else:
-        Console().print(record_table(record))
+        return
+    Console().print(record_table(record))
+    if record.fallback:
+        click.echo(f"note: {record.fallback}")
 
 
 @click.command()
-@click.argument("ref", metavar="SHA256|KEY")
+@click.argument("ref", metavar="SHA256|KEY", required=False)
+@click.option(
+    "--signature",
+    "signature_file",
+    type=click.Path(path_type=Path),
+    help="Name the workload by its signature instead of its key.",
+)
 @click.option(
     "-o",
     "--output",
@@ -226,26 +266,37 @@ def best(
     help="With a KEY: the best kernel of every tuned symbol value and the table that picks "
     "one by the inputs' shapes (dispatch.json, k0/, k1/, ...).",
 )
+@DEVICE_OPTION
 @server_options
 def download(
-    ref: str,
+    ref: str | None,
+    signature_file: Path | None,
     out_dir: Path,
     target: str,
     symbol_args: tuple[str, ...],
     dispatch: bool,
+    device: str | None,
     server: str,
     token: str | None,
 ) -> None:
-    """Download an artifact, or a workload's best kernel (or kernels), for client.load_kernel."""
+    """Download an artifact, or a workload's best kernel (or kernels), for client.load_kernel:
+    SHA256 of an artifact, KEY of a workload (or a unique prefix), or --signature SIG.json."""
+    if (ref is None) == (signature_file is None):
+        raise UserError("name what to download by SHA256|KEY or by --signature SIG.json")
+    if signature_file is not None:
+        ref = _signature_key(signature_file)
+    assert ref is not None  # one of the two, checked above
     if dispatch:
         if symbol_args:
             raise UserError("--dispatch downloads every tuned symbol value: leave --symbol out")
-        _download_dispatch(ref, out_dir, target, server, token)
+        _download_dispatch(ref, out_dir, target, caller_device(device, target), server, token)
         return
     symbols = parse_symbols(symbol_args) or None
     with connect(server, token) as client:
         try:
-            client.download(ref, out_dir, target=target, symbols=symbols)
+            client.download(
+                ref, out_dir, target=target, symbols=symbols, device=caller_device(device, target)
+            )
         except ValueError as exc:
             raise _invalid(exc) from exc
     meta = json.loads((out_dir / "metadata.json").read_text())
@@ -256,7 +307,7 @@ def download(
 
 
 def _download_dispatch(
-    key: str, out_dir: Path, target: str, server: str, token: str | None
+    key: str, out_dir: Path, target: str, device: str | None, server: str, token: str | None
 ) -> None:
     """`download --dispatch`: the table of workload `key` and every entry's kernel."""
     from tunehub.client.sdk import kernel_metadata
@@ -264,7 +315,7 @@ def _download_dispatch(
 
     with connect(server, token) as client:
         try:
-            table = client.dispatch(key, target=target)
+            table = client.dispatch(key, target=target, device=device)
         except ValueError as exc:
             raise _invalid(exc) from exc
         kernels = []
@@ -288,10 +339,11 @@ def workers(as_json: bool, server: str, token: str | None) -> None:
     if as_json:
         click.echo(json.dumps([w.model_dump(mode="json") for w in found], indent=2))
         return
-    table = Table("name", "host", "targets", "threads", "last heartbeat")
+    table = Table("name", "host", "slot", "targets", "threads", "last heartbeat")
     for w in found:
         targets = ", ".join(w.targets)
-        table.add_row(w.name, w.host, targets, str(w.threads), f"{w.last_heartbeat:%X}")
+        slot = w.slot or "machine"
+        table.add_row(w.name, w.host, slot, targets, str(w.threads), f"{w.last_heartbeat:%X}")
     Console().print(table if found else "no living workers")
 
 
@@ -309,6 +361,8 @@ def tuning_table(tuning: TuningView) -> Table:
         ("target", tuning.target),
         ("symbols", symbols_text(tuning.symbols)),
         ("trials", f"{tuning.trials_done} of {tuning.trials_total} ({tuning.strategy})"),
+        *([("time limit", f"{tuning.time_limit_s:g} s")] if tuning.time_limit_s else []),
+        *([("stopped", tuning.stop_reason)] if tuning.stop_reason else []),
         ("best", seconds(tuning.best.latency_s) if tuning.best else "-"),
         ("artifact", (tuning.best.artifact_sha256 if tuning.best else None) or "-"),
     ]
@@ -320,9 +374,12 @@ def tuning_table(tuning: TuningView) -> Table:
 def group_table(group: TuningGroupView) -> Table:
     """A group as one row per task (its tuning), then the weighted total of their bests."""
     status = str(group.status) + (f": {group.error}" if group.error else "")
+    limit = f", time limit {group.time_limit_s:g} s" if group.time_limit_s else ""
+    stopped = next((t.stop_reason for t in group.tunings if t.stop_reason), None)
     title = (
         f"tuning group {group.id} on {group.target}: {status}, "
-        f"{group.trials_done} of {group.trials_total} trials ({group.strategy})"
+        f"{group.trials_done} of {group.trials_total} trials ({group.strategy}){limit}"
+        + (f"; stopped: {stopped}" if stopped else "")
     )
     table = Table(title=title)
     for column in ("tuning", "workload", "symbols", "weight", "status", "trials", "best"):
@@ -352,6 +409,7 @@ def record_table(record: RecordView) -> Table:
         ("symbols", symbols_text(record.symbols)),
         ("config", json.dumps(record.config)),
         ("artifact", record.artifact_sha256 or "-"),
+        ("device", ", ".join(filter(None, (record.device, record.driver, record.toolkit)))),
         ("record", f"{record.id} (tuning {record.tuning_id}, {record.created_at:%Y-%m-%d %H:%M})"),
         ("machine", ", ".join(f"{k}={v}" for k, v in sorted(record.machine.items())) or "-"),
     ]
@@ -430,6 +488,17 @@ def _signature(document: dict[str, Any], where: str) -> TaskSignature:
         return TaskSignature.model_validate(document)
     except ValidationError as exc:
         raise _invalid(exc, f"{where}: invalid signature") from exc
+
+
+def _signature_key(path: Path) -> str:
+    """The workload key of the signature in `path`, computed here."""
+    from tunehub.compiler.canonical import workload_key
+    from tunehub.compiler.program import load
+
+    try:
+        return workload_key(load(read_signature(path)))
+    except ValueError as exc:  # SignatureError included
+        raise UserError(f"{path}: {exc}") from exc
 
 
 def _invalid(exc: ValueError, what: str = "invalid request") -> UserError:

@@ -133,21 +133,31 @@ def tuner(redis_url: str | None, name: str | None, burst: bool) -> None:
 @click.option("--threads", type=click.IntRange(min=1), help="Threads offered for measurements.")
 @click.option("--name", help="Worker name (default: host-pid-random).")
 @click.option("--burst", is_flag=True, help="Quit when the queues are empty.")
+@click.option(
+    "--gpus",
+    metavar="all|0,1",
+    help="Measure on these GPUs in parallel, a daemon per GPU (default: one daemon, "
+    "measurements take turns on the machine).",
+)
 def worker(
     redis_url: str | None,
     queues: tuple[str, ...],
     threads: int | None,
     name: str | None,
     burst: bool,
+    gpus: str | None,
 ) -> None:
     """Build and measure candidates for the tuners (joins with only the Redis URL)."""
-    from tunehub.worker.daemon import DEFAULT_REDIS_URL, run_worker
+    from tunehub.worker.daemon import DEFAULT_REDIS_URL, serve
 
     _log_to_stderr()
+    url = redis_url or DEFAULT_REDIS_URL
     try:
-        run_worker(redis_url or DEFAULT_REDIS_URL, list(queues) or None, threads, name, burst)
+        code = serve(url, list(queues) or None, threads, name, burst, gpus)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    if code:
+        raise InternalError(f"a measuring slot ended with exit status {code}")
 
 
 @click.command()
@@ -199,4 +209,10 @@ def _hide_password(url: str) -> str:
 
 
 def _log_to_stderr() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    """The service commands log at INFO unless told otherwise (`worker.logs`)."""
+    from tunehub.worker import logs
+
+    try:
+        logs.configure(logging.INFO)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc

@@ -158,3 +158,10 @@ def symbols_query(
 TargetDep = Annotated[Target, Depends(required_target)]
 OptionalTargetDep = Annotated[Target | None, Depends(optional_target)]
 SymbolsDep = Annotated[dict[str, int] | None, Depends(symbols_query)]
+DeviceDep = Annotated[
+    str | None,
+    Query(
+        max_length=255,
+        description="the caller's device model (a GPU's or CPU's name): preferred, else any",
+    ),
+]

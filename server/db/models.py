@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from tunehub.schemas.api import Scope
-from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.record import UNKNOWN_DEVICE, RecordStatus, TuningStatus
 
 # Named constraints, so later migrations (SQLite batch mode included) can refer to them by name.
 NAMING_CONVENTION = {
@@ -109,6 +109,7 @@ class TuningGroup(Base):
     target: Mapped[str] = mapped_column(String(64))
     strategy: Mapped[str] = mapped_column(String(64))
     trials_requested: Mapped[int] = mapped_column(Integer)  # the budget all members share
+    time_limit_s: Mapped[float | None] = mapped_column(Double)  # wall-clock budget, if any
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -125,6 +126,8 @@ class Tuning(Base):
     symbols_key: Mapped[str] = mapped_column(Text)  # canonical JSON of `symbols`, for lookups
     trials_requested: Mapped[int] = mapped_column(Integer)
     trials_done: Mapped[int] = mapped_column(Integer, default=0)
+    time_limit_s: Mapped[float | None] = mapped_column(Double)  # wall-clock budget, if any
+    stop_reason: Mapped[str | None] = mapped_column(Text)  # why it stopped before its trials
     strategy: Mapped[str] = mapped_column(String(64))
     status: Mapped[TuningStatus] = mapped_column(
         _status_type(TuningStatus), default=TuningStatus.QUEUED
@@ -166,11 +169,25 @@ class Record(Base):
     max_error: Mapped[float | None] = mapped_column(Double)
     error_log: Mapped[str | None] = mapped_column(Text)
     machine: Mapped[dict[str, Any]] = mapped_column(JSONType)  # the device fingerprint
+    # The device model it ran on (a GPU's or CPU's name; `unknown` for records older than the
+    # field), its driver (GPUs) and toolkit (nvcc, gcc): what a lookup prefers to match.
+    device: Mapped[str] = mapped_column(String(255), server_default=UNKNOWN_DEVICE)
+    driver: Mapped[str | None] = mapped_column(String(64))
+    toolkit: Mapped[str | None] = mapped_column(String(64))
     artifact_sha256: Mapped[str | None] = mapped_column(ForeignKey("artifacts.sha256"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
         Index("ix_records_best", "workload_key", "target", "symbols_key", "status", "latency_s"),
+        Index(
+            "ix_records_device",
+            "workload_key",
+            "target",
+            "device",
+            "symbols_key",
+            "status",
+            "latency_s",
+        ),
         Index("ix_records_config", "workload_key", "target", "symbols_key", "config_key"),
         # `/metrics` counts records by status: an index-only scan of this, not of the table.
         Index("ix_records_status", "status"),

@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, CursorResult, Select, case, func, or_, select, update
@@ -20,7 +21,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 from tunehub.compiler.space.space import Space
 from tunehub.schemas.api import RecordView
 from tunehub.schemas.dispatch import DispatchEntry, DispatchTable
-from tunehub.schemas.record import RecordStatus, TuningStatus
+from tunehub.schemas.record import UNKNOWN_DEVICE, RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 from tunehub.server.db.models import (
@@ -33,6 +34,7 @@ from tunehub.server.db.models import (
     utcnow,
 )
 
+KEY_LENGTH = 64  # a workload key: sha256 hex
 ACTIVE_TUNING_STATUSES = (TuningStatus.QUEUED, TuningStatus.RUNNING)
 FINISHED_TUNING_STATUSES = (TuningStatus.DONE, TuningStatus.FAILED, TuningStatus.CANCELLED)
 
@@ -92,9 +94,32 @@ def workload_symbols(s: Session, key: str, values: Mapping[str, int]) -> dict[st
     return dict(zip(names, values.values(), strict=True))
 
 
-def list_workloads(s: Session, *, limit: int = 100, offset: int = 0) -> list[Workload]:
-    """Newest first."""
+def workloads_with_prefix(s: Session, prefix: str, *, limit: int | None = 2) -> list[str]:
+    """The keys of (at most `limit`, None: all) workloads whose key starts with `prefix`."""
+    return [w.key for w in list_workloads(s, limit=limit, prefix=prefix)]
+
+
+def resolve_workload_key(s: Session, text: str) -> str:
+    """The one stored workload whose key is `text` or starts with it (the 12 characters `best`
+    prints are enough); LookupError saying why not (none, or several: give more)."""
+    keys = workloads_with_prefix(s, text, limit=3)
+    if not keys and len(text) == KEY_LENGTH:
+        raise LookupError(f"unknown workload {text!r}")
+    if not keys:
+        raise LookupError(f"no workload has a key starting with {text!r}")
+    if len(keys) > 1 and text.lower() not in keys:
+        shown = ", ".join(key[:16] for key in keys[:2])
+        raise LookupError(f"workload key {text!r} is ambiguous ({shown}, ...): give more of it")
+    return text.lower() if text.lower() in keys else keys[0]
+
+
+def list_workloads(
+    s: Session, *, limit: int | None = 100, offset: int = 0, prefix: str | None = None
+) -> list[Workload]:
+    """Newest first; only those whose key starts with `prefix`, if given."""
     query = select(Workload).order_by(Workload.created_at.desc(), Workload.key)
+    if prefix is not None:
+        query = query.where(Workload.key.startswith(prefix.lower(), autoescape=True))
     return list(s.scalars(query.limit(limit).offset(offset)))
 
 
@@ -111,6 +136,7 @@ def create_tuning(
     strategy: str,
     group_id: int | None = None,
     weight: float | None = None,
+    time_limit_s: float | None = None,
 ) -> Tuning:
     """A new tuning, queued; a group member gets its group's id and its weight there."""
     tuning = Tuning(
@@ -120,6 +146,7 @@ def create_tuning(
         symbols_key=canonical_json(dict(symbols)),
         trials_requested=trials,
         trials_done=0,
+        time_limit_s=time_limit_s,
         strategy=strategy,
         status=TuningStatus.QUEUED,
         created_at=utcnow(),
@@ -180,6 +207,7 @@ def update_tuning(
     trials_done: int | None = None,
     best_record_id: int | None = None,
     error: str | None = None,
+    stop_reason: str | None = None,
 ) -> Tuning:
     """Record a tuning's progress; arguments left None stay as they are.
 
@@ -204,6 +232,8 @@ def update_tuning(
         tuning.best_record_id = best_record_id
     if error is not None:
         tuning.error = error
+    if stop_reason is not None:
+        tuning.stop_reason = stop_reason
     s.flush()
     return tuning
 
@@ -244,10 +274,22 @@ def move_tunings(
 # Tuning groups
 
 
-def create_group(s: Session, *, target: str | Target, strategy: str, trials: int) -> TuningGroup:
-    """A new, empty group with a budget of `trials`; its members are tunings that name it."""
+def create_group(
+    s: Session,
+    *,
+    target: str | Target,
+    strategy: str,
+    trials: int,
+    time_limit_s: float | None = None,
+) -> TuningGroup:
+    """A new, empty group with a budget of `trials` (and of `time_limit_s` seconds, if
+    given); its members are tunings that name it."""
     group = TuningGroup(
-        target=str(target), strategy=strategy, trials_requested=trials, created_at=utcnow()
+        target=str(target),
+        strategy=strategy,
+        trials_requested=trials,
+        time_limit_s=time_limit_s,
+        created_at=utcnow(),
     )
     s.add(group)
     s.flush()
@@ -369,6 +411,19 @@ class NewRecord:
     error_log: str | None
     machine: Mapping[str, Any]
     artifact_sha256: str | None
+    created_at: datetime | None = None  # now; an imported record keeps its own
+
+
+def device_identity(machine: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
+    """(device model, driver, toolkit) a fingerprint names (`worker.device.fingerprint`); a
+    fingerprint older than these fields names the device `unknown`."""
+    device = machine.get("device")
+    driver, toolkit = machine.get("driver"), machine.get("toolkit")
+    return (
+        str(device) if device else UNKNOWN_DEVICE,
+        None if driver is None else str(driver),
+        None if toolkit is None else str(toolkit),
+    )
 
 
 def add_record(s: Session, new: NewRecord) -> Record:
@@ -379,6 +434,7 @@ def add_record(s: Session, new: NewRecord) -> Record:
         raise ValueError(f"a record needs a complete target, not {target_text!r}")
     if new.status == RecordStatus.OK and new.latency_s is None:
         raise ValueError("an ok record needs its latency")
+    device, driver, toolkit = device_identity(new.machine)
     record = Record(
         workload_key=new.workload_key,
         target=target_text,
@@ -395,8 +451,11 @@ def add_record(s: Session, new: NewRecord) -> Record:
         max_error=new.max_error,
         error_log=new.error_log,
         machine=dict(new.machine),
+        device=device,
+        driver=driver,
+        toolkit=toolkit,
         artifact_sha256=new.artifact_sha256,
-        created_at=utcnow(),
+        created_at=new.created_at or utcnow(),
     )
     s.add(record)
     s.flush()
@@ -444,11 +503,13 @@ def best_record(
     workload_key: str,
     target: str | Target,
     symbols: Mapping[str, Any] | None = None,
+    device: str | None = None,
 ) -> Record | None:
     """The fastest `ok` record; wrong answers and failures never qualify, however fast.
 
     An incomplete `target` (`cuda`, `cpu`) means any architecture of that kind; `symbols=None`
-    means any symbol values. Ties go to the older record.
+    means any symbol values; `device`, if given, only records measured on that device model.
+    Ties go to the older record.
     """
     query = _records_query(
         workload_key=workload_key,
@@ -460,14 +521,57 @@ def best_record(
         feature_version=None,
     )
     query = query.where(Record.latency_s.is_not(None)).order_by(Record.latency_s, Record.id)
+    if device is not None:
+        query = query.where(Record.device == device)
     return s.scalars(query.limit(1)).first()
 
 
-def dispatch_table(s: Session, workload_key: str, target: Target) -> DispatchTable | None:
+@dataclass(frozen=True)
+class DeviceBest:
+    """The best record for a caller on `device`, and why it is not of that device (None when
+    it is, or when no device was asked for)."""
+
+    record: Record | None
+    fallback: str | None
+
+
+def best_for_device(
+    s: Session,
+    *,
+    workload_key: str,
+    target: str | Target,
+    symbols: Mapping[str, Any] | None = None,
+    device: str | None = None,
+) -> DeviceBest:
+    """The best record measured on the caller's `device` model; without one, the best of the
+    target's arch on any device, saying so: two GPUs of one arch (an H100 PCIe and an SXM)
+    differ enough that a kernel timed on the caller's own model is worth preferring."""
+    if device is not None:
+        own = best_record(
+            s, workload_key=workload_key, target=target, symbols=symbols, device=device
+        )
+        if own is not None:
+            return DeviceBest(own, None)
+    best = best_record(s, workload_key=workload_key, target=target, symbols=symbols)
+    if best is None or device is None or best.device == device:
+        return DeviceBest(best, None)
+    return DeviceBest(best, device_fallback(device, target, best.device))
+
+
+def device_fallback(device: str, target: str | Target, measured_on: str) -> str:
+    """The reason shown when a lookup for `device` answers with another device's record."""
+    return f"no record measured on {device}; best on {target} measured on {measured_on}"
+
+
+def dispatch_table(
+    s: Session, workload_key: str, target: Target, device: str | None = None
+) -> DispatchTable | None:
     """The best `ok` record of every symbol assignment measured for the workload on `target`
     (incomplete: any ISA or arch of its kind, as in `best_record`), in one query, as a
     dispatch table over the symbols' declared ranges; None without any such record (or
-    workload). Entries are ordered by their symbol values."""
+    workload). Entries are ordered by their symbol values. With `device`, an assignment
+    measured on that device model takes its best from those records, and one that was not
+    falls back to any device of the target, its `fallback` saying so."""
     workload = get_workload(s, workload_key)
     if workload is None:
         return None
@@ -480,11 +584,10 @@ def dispatch_table(s: Session, workload_key: str, target: Target) -> DispatchTab
         tuning_id=None,
         feature_version=None,
     ).where(Record.latency_s.is_not(None))
-    rank = (
-        func.row_number()
-        .over(partition_by=Record.symbols_key, order_by=(Record.latency_s, Record.id))
-        .label("rank")
-    )
+    order: tuple[ColumnElement[Any], ...] = (Record.latency_s.expression, Record.id.expression)
+    if device is not None:  # the caller's device model first
+        order = (case((Record.device == device, 0), else_=1), *order)
+    rank = func.row_number().over(partition_by=Record.symbols_key, order_by=order).label("rank")
     ranked_records = ranked.add_columns(rank).subquery()
     best = aliased(Record, ranked_records)
     records = list(s.scalars(select(best).where(ranked_records.c.rank == 1)))
@@ -492,7 +595,13 @@ def dispatch_table(s: Session, workload_key: str, target: Target) -> DispatchTab
         return None
     declared = TaskSignature.model_validate(workload.signature).symbols
     entries = [
-        DispatchEntry(symbols=r.symbols, record=RecordView.model_validate(r))
+        DispatchEntry(
+            symbols=r.symbols,
+            record=RecordView.model_validate(r),
+            fallback=None
+            if device is None or r.device == device
+            else device_fallback(device, target, r.device),
+        )
         for r in sorted(records, key=lambda r: [r.symbols.get(name, 0) for name in declared])
     ]
     return DispatchTable(

@@ -46,6 +46,7 @@ def register_tuning(
     strategy: str,
     group_id: int | None = None,
     weight: float | None = None,
+    time_limit_s: float | None = None,
 ) -> int:
     """Register a tuning request (workload upserted, tuning queued) and return its id; a
     group's member names its group and its weight there.
@@ -58,6 +59,8 @@ def register_tuning(
         raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(search.STRATEGIES)})")
     if trials < 1:
         raise ValueError(f"trials must be at least 1, not {trials}")
+    if time_limit_s is not None and not time_limit_s > 0:
+        raise ValueError(f"a time limit must be positive, not {time_limit_s}")
     key = workload_key(program)
     resolved = resolve_symbols(program, symbols)
     # The signature as submitted (not the canonical form): the tuner loads it back. A later
@@ -72,5 +75,6 @@ def register_tuning(
         strategy=strategy,
         group_id=group_id,
         weight=weight,
+        time_limit_s=time_limit_s,
     )
     return tuning.id

@@ -65,6 +65,7 @@ class TuningSummary:
     failures: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     flops: int | None = None  # of the contractions (2 per multiply-add); None without any
+    stop_reason: str | None = None  # why it ended before its trials (a time limit, the space)
 
 
 def summarize(s: Session, tuning_id: int) -> TuningSummary:
@@ -101,6 +102,7 @@ def summarize(s: Session, tuning_id: int) -> TuningSummary:
         failures=dict(sorted(failures.items())),
         error=tuning.error,
         flops=contraction_flops(program, symbols),
+        stop_reason=tuning.stop_reason,
     )
 
 

@@ -40,6 +40,7 @@ from tunehub.server.settings import Settings, get_settings
 from tunehub.server.tuner.reporting import TuningSummary
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.server.tuner.tuner import Tuner
+from tunehub.worker import logs
 from tunehub.worker.daemon import DEFAULT_REDIS_URL
 from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
 
@@ -122,9 +123,10 @@ def run_group(group_id: int, *, settings: Settings | None = None) -> list[Tuning
                 raise LookupError(f"no tuning group {group_id}")
             ids = [t.id for t in members]
             weights = [t.weight or 1.0 for t in members]
-            trials = group.trials_requested
+            trials, time_limit_s = group.trials_requested, group.time_limit_s
         with _failing(sessions, ids), _job_redis(settings) as redis:
-            return _tuner(sessions, redis, ids[0]).run_many(ids, weights, trials)
+            tuner = _tuner(sessions, redis, ids[0])
+            return tuner.run_many(ids, weights, trials, time_limit_s=time_limit_s)
 
 
 def tuning_job_failed(job: Job, connection: Redis, exc_type: Any, *_: Any) -> None:
@@ -174,7 +176,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--name", help="RQ worker name (default: random)")
     parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        logs.configure()
+    except ValueError as exc:
+        parser.error(str(exc))
     run_tuner_daemon(args.redis, name=args.name, burst=args.burst)
 
 

@@ -5,7 +5,8 @@
     the database does not already have
     loop: batch = strategy.propose(n) -> executor.run(batch) -> records (+ artifacts)
           -> strategy.notify -> tuning progress -> progress callback
-    until the trial budget is spent, the space is exhausted or the tuning is cancelled
+    until the trial budget is spent, the time limit (if any) has passed, the space is
+    exhausted or the tuning is cancelled; why it stopped early is kept (`stop_reason`)
 
 A model-guided strategy (the default) learns from the featurizer's vectors and the transfer
 set (`featurizer`); the tuning's last model is saved in the database with its feature version
@@ -24,10 +25,11 @@ the budget.
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -67,6 +69,26 @@ class _Job:
     trials: int
     trials_done: int
     strategy: str
+    time_limit_s: float | None
+
+
+# Why a tuning stopped before its trials when the space ran out.
+SPACE_EXHAUSTED = "every valid config of the space is measured"
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """A wall-clock budget, from when a run starts. It is checked between batches, so a run
+    measures at least one batch and ends at most one batch after its limit."""
+
+    limit_s: float | None
+    start: float = field(default_factory=time.monotonic)
+
+    def passed(self) -> bool:
+        return self.limit_s is not None and time.monotonic() - self.start >= self.limit_s
+
+    def reason(self, done: int, trials: int) -> str:
+        return f"time limit of {self.limit_s:g} s reached after {done} of {trials} trials"
 
 
 class Tuner:
@@ -109,11 +131,16 @@ class Tuner:
         with self._guard([tuning_id]):
             job = self._start(tuning_id)
             if job is not None:
-                run = _Run(self, job)
+                run, clock = _Run(self, job), _Clock(job.time_limit_s)
+                reason = None
                 while run.done < job.trials and not self._cancelled(job.tuning_id):
                     if not run.step(min(self.batch_size, job.trials - run.done), progress):
-                        break  # every valid config of the space is measured
-                run.finish()
+                        reason = SPACE_EXHAUSTED
+                        break
+                    if clock.passed() and run.done < job.trials:
+                        reason = clock.reason(run.done, job.trials)
+                        break
+                run.finish(reason)
         with session_scope(self.sessions) as s:
             return summarize(s, tuning_id)
 
@@ -124,11 +151,15 @@ class Tuner:
         total_trials: int,
         progress: ProgressCallback | None = None,
         scheduler: TaskScheduler | None = None,
+        *,
+        time_limit_s: float | None = None,
     ) -> list[TuningSummary]:
-        """Run several tunings on one budget of `total_trials`, a batch at a time, each batch
-        to the task a `TaskScheduler` picks (weights: how many times each task runs in the
-        model). Every tuning is marked done when the budget is spent or the scheduler stops;
-        errors and interrupts mark them as `run` does."""
+        """Run several tunings on one budget of `total_trials` (and of `time_limit_s`
+        seconds, if given), a batch at a time, each batch to the task a `TaskScheduler` picks
+        (weights: how many times each task runs in the model). Every tuning is marked done
+        when the budget is spent, the time has passed or the scheduler stops; errors and
+        interrupts mark them as `run` does."""
+        clock = _Clock(time_limit_s)
         scheduler = scheduler or TaskScheduler(
             weights, total_trials=total_trials, batch_size=self.batch_size, seed=self.seed
         )
@@ -146,9 +177,15 @@ class Tuner:
                 cancelled = n <= 0 or self._cancelled(run.job.tuning_id)
                 ran = 0 if cancelled else run.step(n, progress)
                 scheduler.record(i, ran, run.best_latency_s, exhausted=cancelled or ran < n)
+                if clock.passed():
+                    break
+            reason = None
+            if clock.passed() and scheduler.next_task() is not None:
+                done = sum(run.done - run.job.trials_done for run in runs if run is not None)
+                reason = clock.reason(done, total_trials)
             for run in runs:
                 if run is not None:
-                    run.finish()
+                    run.finish(reason)
         with session_scope(self.sessions) as s:
             return [summarize(s, tuning_id) for tuning_id in tuning_ids]
 
@@ -189,6 +226,7 @@ class Tuner:
                 trials=tuning.trials_requested,
                 trials_done=tuning.trials_done,
                 strategy=tuning.strategy,
+                time_limit_s=tuning.time_limit_s,
             )
 
     def _cancelled(self, tuning_id: int) -> bool:
@@ -273,10 +311,13 @@ class _Run:
             )
         return len(batch)
 
-    def finish(self) -> None:
+    def finish(self, reason: str | None = None) -> None:
         """Save the last cost model and mark the tuning done, if it is still running: one
-        cancelled (or failed) meanwhile keeps that status (`store.move_tunings`)."""
+        cancelled (or failed) meanwhile keeps that status (`store.move_tunings`). `reason`:
+        why it stopped before its trials, kept for its status."""
         with session_scope(self.tuner.sessions) as s:
+            if reason is not None:
+                store.update_tuning(s, self.job.tuning_id, stop_reason=reason)
             if self.guide is not None and self.guide.model.trained:
                 store.add_cost_model(
                     s,

@@ -37,7 +37,8 @@ class CpuWorker(WorkerBackend):
         return None
 
     def fingerprint(self, target: Target) -> dict[str, Any]:
-        return {"compiler": "gcc " + (device.tool_version("gcc", "-dumpfullversion") or "?")}
+        compiler = "gcc " + (device.tool_version("gcc", "-dumpfullversion") or "?")
+        return {"compiler": compiler, "toolkit": compiler}
 
     def library_latency(
         self, program: Program, symbols: Mapping[str, int], threads: int

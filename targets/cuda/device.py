@@ -7,6 +7,7 @@ worker before it forks.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from functools import cache
@@ -14,11 +15,18 @@ from typing import Any
 
 from tunehub.worker.measure.sandbox import child_environment
 
+# A JSON list of GPUs (as `python -m tunehub.targets.cuda.gpu` lists them) that stands for the
+# driver's answer: the multi-GPU worker's tests run its slots on machines without GPUs.
+FAKE_GPUS_ENV = "TUNEHUB_FAKE_GPUS"
+
 
 @cache
 def gpus() -> tuple[dict[str, Any], ...]:
     """This machine's visible GPUs (name, arch, SM count, memory, L2, driver version). Empty
     without a driver or a GPU."""
+    fake = os.environ.get(FAKE_GPUS_ENV)
+    if fake is not None:
+        return _visible(tuple(json.loads(fake)))
     command = [sys.executable, "-m", "tunehub.targets.cuda.gpu"]
     try:
         done = subprocess.run(
@@ -27,6 +35,16 @@ def gpus() -> tuple[dict[str, Any], ...]:
         return tuple(json.loads(done.stdout)["devices"])
     except (OSError, subprocess.SubprocessError, ValueError, KeyError):
         return ()
+
+
+def _visible(found: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """The GPUs `CUDA_VISIBLE_DEVICES` (ordinals) leaves visible, in its order, as the driver
+    shows them."""
+    chosen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if chosen is None:
+        return found
+    ordinals = [int(part) for part in chosen.split(",") if part.strip().isdigit()]
+    return tuple(found[i] for i in ordinals if i < len(found))
 
 
 def can_run_cuda(arch: str, gpu_arch: str) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from tunehub.schemas.record import UNKNOWN_DEVICE
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda import device
 from tunehub.targets.cuda.build import CudaBuilder, nvcc_version
@@ -47,6 +48,13 @@ class CudaWorker(WorkerBackend):
             )
         return target.with_detail(arch)
 
+    def devices(self) -> list[str]:
+        """The visible GPUs' ordinals."""
+        return [str(ordinal) for ordinal in range(len(device.gpus()))]
+
+    def device_environment(self, device: str) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": device}
+
     def cannot_measure(self, target: Target) -> str | None:
         if target.arch is not None and device.gpu_for(target.arch) is None:
             return (
@@ -58,7 +66,13 @@ class CudaWorker(WorkerBackend):
     def fingerprint(self, target: Target) -> dict[str, Any]:
         """A build-only machine has no GPU: its fingerprint names the toolchain alone."""
         gpu = device.gpu_for(target.arch) if target.arch else None
-        return {**(gpu or {}), "compiler": f"nvcc {nvcc_version() or '?'}"}
+        toolkit = f"nvcc {nvcc_version() or '?'}"
+        identity = {
+            "device": gpu["gpu_name"] if gpu else UNKNOWN_DEVICE,
+            "driver": gpu.get("driver_version") if gpu else None,
+            "toolkit": toolkit,
+        }
+        return {**(gpu or {}), **identity, "compiler": toolkit}
 
 
 BACKEND = CudaWorker()

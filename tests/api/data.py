@@ -55,6 +55,7 @@ def add_record(
     latency_s: float | None = 1e-3,
     config: dict[str, Any] | None = None,
     artifact: bytes | None = None,
+    machine: dict[str, Any] | None = None,
 ) -> Record:
     """One record of `sig` (its workload created on first use), with an artifact if given."""
     with session_scope(sessions(client)) as s:
@@ -81,7 +82,7 @@ def add_record(
                 build_time_s=0.5,
                 max_error=0.0,
                 error_log=None if status == RecordStatus.OK else "it failed",
-                machine={"host": "test"},
+                machine=machine if machine is not None else {"host": "test"},
                 artifact_sha256=sha256,
             ),
         )

@@ -239,3 +239,10 @@ def test_symbols_are_matched_by_position_whatever_their_names(client: TestClient
     body = {"task": renamed, "target": TARGET, "trials": 4, "symbols": {"rows": 32}}
     joined = client.post("/v1/tunings", json=body).json()
     assert (joined["outcome"], joined["id"]) == ("joined", group.tunings[1].id)
+
+
+def test_a_groups_time_limit_is_kept_by_the_group_and_its_tunings(client: TestClient) -> None:
+    group = _submit(client, _task(), _task("gelu"), time_limit_s=600)
+    assert group.time_limit_s == 600
+    assert [t.time_limit_s for t in group.tunings] == [600, 600]
+    assert "time_limit_s" in _refused(client, _body(_task(), time_limit_s=0))

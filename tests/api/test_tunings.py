@@ -172,3 +172,14 @@ def test_without_redis_only_answers_from_the_database(make_client: MakeClient) -
     response = client.post("/v1/tunings", json={"task": sig, "target": "cpu", "trials": 1})
     assert response.status_code == 200
     assert response.json()["outcome"] == "cached"
+
+
+def test_a_time_limit_is_kept_and_checked(client: TestClient) -> None:
+    submitted = _submit(client, time_limit_s=90)
+    assert (submitted.time_limit_s, submitted.stop_reason) == (90, None)
+    assert client.get(f"/v1/tunings/{submitted.id}").json()["time_limit_s"] == 90
+    for bad in (0, -1, 8 * 24 * 3600, "soon"):
+        body = {"task": signature(), "target": "cpu", "trials": 4, "time_limit_s": bad}
+        response = client.post("/v1/tunings", json=body)
+        assert response.status_code == 422, bad
+        assert "time_limit_s" in response.json()["detail"]

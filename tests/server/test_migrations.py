@@ -45,6 +45,22 @@ def _schema_diff(engine: Engine, metadata: MetaData) -> list[Any]:
         return list(compare_metadata(MigrationContext.configure(connection), metadata))
 
 
+def _changes(diff: list[Any]) -> set[tuple[str, str]]:
+    """What a schema diff adds: (operation, column or index name)."""
+    return {(d[0], d[3].name if d[0] == "add_column" else d[1].name) for d in diff}
+
+
+# What revision 0006 adds; the tests of older revisions expect it missing.
+_ADDED_BY_0006 = {
+    ("add_column", "device"),
+    ("add_column", "driver"),
+    ("add_column", "toolkit"),
+    ("add_index", "ix_records_device"),
+    ("add_column", "time_limit_s"),
+    ("add_column", "stop_reason"),
+}
+
+
 def _current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
@@ -184,9 +200,9 @@ def test_tuning_groups_keep_existing_rows_up_and_down(database_url: str) -> None
             added = connection.execute(text("SELECT group_id, weight FROM tunings")).all()
             assert [tuple(row) for row in added] == [(None, None)]
             assert connection.execute(text("SELECT count(*) FROM records")).scalar() == 1
-        # Only what 0004 adds later is missing.
+        # Only what 0004 and 0006 add later is missing.
         diff = _schema_diff(engine, Base.metadata)
-        assert [(d[0], d[1].name) for d in diff] == [("add_index", "ix_records_status")]
+        assert _changes(diff) == {("add_index", "ix_records_status"), *_ADDED_BY_0006}
         command.downgrade(alembic_config(database_url), "0002")
         with engine.connect() as connection:
             assert connection.execute(text(_TUNING_0002)).all() == before
@@ -212,11 +228,41 @@ def test_records_status_index_up_and_down(database_url: str) -> None:
         assert "ix_records_status" not in before
         migrate(database_url, "0004")
         assert _record_indexes(engine) == before | {"ix_records_status"}
-        assert _schema_diff(engine, Base.metadata) == []
+        assert _changes(_schema_diff(engine, Base.metadata)) == _ADDED_BY_0006
         command.downgrade(alembic_config(database_url), "0003")
         assert _record_indexes(engine) == before
         with engine.connect() as connection:
             assert connection.execute(text("SELECT count(*) FROM records")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_record_devices_carry_old_records_over_up_and_down(database_url: str) -> None:
+    """0006 gives every record a device (`unknown` for those stored before it), a driver and a
+    toolkit, and tunings and groups a time limit; undoing it keeps the rows."""
+    migrate(database_url, "0004")
+    engine = make_engine(database_url)
+    try:
+        _insert_rows_0002(engine, {})
+        with engine.connect() as connection:
+            before = connection.execute(text(_TUNING_0002)).all()
+        migrate(database_url, "0006")
+        assert _schema_diff(engine, Base.metadata) == []
+        with engine.connect() as connection:
+            devices = connection.execute(text("SELECT device, driver, toolkit FROM records"))
+            assert [tuple(row) for row in devices] == [("unknown", None, None)]
+            limits = connection.execute(text("SELECT time_limit_s, stop_reason FROM tunings"))
+            assert [tuple(row) for row in limits] == [(None, None)]
+            assert connection.execute(text(_TUNING_0002)).all() == before
+        with session_scope(session_factory(engine)) as s:
+            old = store.best_for_device(s, workload_key="k", target="cpu", device="EPYC")
+            assert old.record is not None and old.record.device == "unknown"
+            assert old.fallback is not None and "measured on unknown" in old.fallback
+        command.downgrade(alembic_config(database_url), "0004")
+        with engine.connect() as connection:
+            assert connection.execute(text(_TUNING_0002)).all() == before
+            columns = {c["name"] for c in inspect(connection).get_columns("records")}
+            assert "device" not in columns
     finally:
         engine.dispose()
 

@@ -18,6 +18,8 @@ def test_defaults_put_the_database_in_the_home(
     settings = Settings()
     assert settings.home == tmp_path / "home"
     assert settings.database_url == f"sqlite:///{tmp_path / 'home' / 'tunehub.db'}"
+    # This machine's own tunings (`tunehub tune`) are kept apart from a service's.
+    assert settings.local_database_url == f"sqlite:///{tmp_path / 'home' / 'local.db'}"
     assert settings.redis_url is None
     assert (settings.max_trials, settings.max_body_bytes) == (10_000, 1 << 20)
     assert not (tmp_path / "home").exists()  # reading settings creates nothing
@@ -32,6 +34,7 @@ def test_environment_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     settings = Settings()
     assert settings.home == tmp_path / "th"
     assert settings.database_url == "postgresql://db/tunehub"
+    assert settings.local_database_url == "postgresql://db/tunehub"  # named: used by both
     assert settings.redis_url == "redis://localhost:6379/0"
     assert settings.max_trials == 50
 

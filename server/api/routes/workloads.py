@@ -3,16 +3,17 @@ over the symbol values it was tuned for, and its records."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from tunehub.schemas.api import BestRequest, Page, RecordView
+from tunehub.schemas.api import BestRequest, BestView, Page, RecordView, WorkloadView
 from tunehub.schemas.dispatch import DispatchTable
 from tunehub.schemas.record import RecordStatus
 from tunehub.server.api import views
 from tunehub.server.api.auth import ReadAccess
 from tunehub.server.api.deps import (
+    DeviceDep,
     OptionalTargetDep,
     PageDep,
     ServicesDep,
@@ -33,26 +34,51 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
+@router.get("")
+def list_workloads(
+    s: SessionDep,
+    paging: PageDep,
+    prefix: Annotated[
+        str | None,
+        Query(pattern=r"^[0-9a-f]{1,64}$", description="only keys starting with it"),
+    ] = None,
+) -> Page[WorkloadView]:
+    """Newest first; with `prefix`, those whose key starts with it (how a client turns the
+    12 characters `best` shows into a key)."""
+    rows = store.list_workloads(s, limit=paging.limit + 1, offset=paging.offset, prefix=prefix)
+    return views.page([WorkloadView.model_validate(w) for w in rows], paging.limit, paging.offset)
+
+
 @router.get("/{key}/best", responses=_NOT_FOUND)
 async def best(
-    key: WorkloadKey, target: TargetDep, symbols: SymbolsDep, services: ServicesDep
-) -> RecordView:
-    """The fastest verified record of the workload for `target`, with its artifact id."""
-    return await services.best.by_key(key, target, symbols)
+    key: WorkloadKey,
+    target: TargetDep,
+    symbols: SymbolsDep,
+    services: ServicesDep,
+    device: DeviceDep = None,
+) -> BestView:
+    """The fastest verified record of the workload for `target`, with its artifact id; with
+    `device`, one measured on that device model if any (else `fallback` says why not)."""
+    return await services.best.by_key(key, target, symbols, device)
 
 
 @router.post("/best", responses=_NOT_FOUND)
-async def best_by_signature(request: BestRequest, services: ServicesDep) -> RecordView:
+async def best_by_signature(request: BestRequest, services: ServicesDep) -> BestView:
     """As `GET /v1/workloads/{key}/best`, naming the workload by its signature."""
-    return await services.best.by_signature(request.task, request.target, request.symbols)
+    return await services.best.by_signature(
+        request.task, request.target, request.symbols, request.device
+    )
 
 
 @router.get("/{key}/dispatch", responses=_NOT_FOUND)
-def dispatch(workload: WorkloadDep, target: TargetDep, s: SessionDep) -> DispatchTable:
+def dispatch(
+    workload: WorkloadDep, target: TargetDep, s: SessionDep, device: DeviceDep = None
+) -> DispatchTable:
     """The best verified kernel of every symbol assignment tuned for `target` (an incomplete
     one matches every ISA or arch of its kind), and the symbols' ranges: a client picks an
-    entry per call with `DispatchTable.select`."""
-    table = store.dispatch_table(s, workload.key, target)
+    entry per call with `DispatchTable.select`. With `device`, each entry prefers records
+    measured on that device model (its `fallback` says when none was)."""
+    table = store.dispatch_table(s, workload.key, target, device)
     if table is None:
         raise NotFound(no_kernel(workload.key, target, None))
     return table

@@ -95,7 +95,7 @@ class Reduction(Schedule):
         # Row order vectorizes the reduce loop: worth it where that loop reads contiguous
         # memory and is at least a vector long; otherwise (a column sum, a depthwise
         # convolution's 3-wide window) vectorize along the output's contiguous last axis.
-        short = isinstance(last_reduce.extent, int) and last_reduce.extent < knobs["vec"][-1]
+        short = isinstance(last_reduce.extent, int) and last_reduce.extent < int(knobs["vec"][-1])
         row_order = contiguous(stage, last_reduce.name) and not short
         if stage.axes and not row_order and contiguous(stage, stage.axes[-1]):
             config["cols"] = max(knobs["cols"])
