@@ -72,7 +72,7 @@ class TaskCall:
             for arg, shape in zip(arguments.outputs, arguments.output_shapes(values), strict=True)
         ]
         inputs = [t.contiguous() for t in inputs]
-        if device.type == "cuda":
+        if inputs[0].is_cuda:
             kernel(*inputs, out=outputs)  # torch's current stream
         else:
             kernel.launch([t.data_ptr() for t in (*inputs, *outputs)], values)

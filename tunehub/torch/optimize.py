@@ -105,6 +105,7 @@ def optimize(
     dynamic_shapes: Any = None,
     target: str | None = None,
     directory: str | Path | None = None,
+    min_speedup: float = 1.0,
     verbose: bool = True,
 ) -> OptimizedModule:
     """`model` with every task that has a verified, faster tuned kernel in `source` (a
@@ -112,13 +113,15 @@ def optimize(
     False) says which tasks do and why the others do not. `example_inputs` (tensors, as
     `model` takes them positionally) are what kernels are checked and timed on;
     `dynamic_shapes` as `torch.export` takes them; `target` defaults to this machine's CPU
-    (or `cuda` for CUDA inputs); kernels are written under `directory`."""
+    (or GPU, for CUDA inputs); kernels are written under `directory`. A kernel replaces its
+    ops where it runs more than `min_speedup` times as fast as they do (0: wherever it is
+    verified)."""
     inputs = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
     if not all(isinstance(x, torch.Tensor) for x in inputs):
         raise TypeError("optimize takes example inputs as tensors (positional arguments)")
     traced = torch_export.trace(model, inputs, dynamic_shapes)
     program = traced.program
-    target = target or _this_target(inputs[0].device)
+    target = target or _this_target(inputs[0])
     kernels = KernelSource(source, target, directory)
     constants = _constants(program)
     values = _values(program, _arguments(constants, inputs))
@@ -127,7 +130,7 @@ def optimize(
     report, calls = Report(target), []
     for found in traced.found:
         key = _key(found)
-        decision = rewriter.decide(found, key, kernels)
+        decision = rewriter.decide(found, key, kernels, min_speedup)
         report.tasks.append(decision.report)
         if decision.call is not None:
             rewriter.replace(found, decision.call)
@@ -158,7 +161,9 @@ class _Rewriter:
         self.replaced: dict[torch.fx.Node, torch.fx.Node] = {}  # an output -> its getitem
         self.count = 0
 
-    def decide(self, found: Found, key: str, kernels: KernelSource) -> _Decision:
+    def decide(
+        self, found: Found, key: str, kernels: KernelSource, min_speedup: float
+    ) -> _Decision:
         name, sources = found.signature.name, [s.name for s in found.sources]
 
         def eager(reason: str, **times: float) -> _Decision:
@@ -185,11 +190,14 @@ class _Rewriter:
         mismatch = _mismatch(found, expected, got, symbols)
         if mismatch:
             return eager(f"its kernel's output differs from eager: {mismatch}")
-        device = tensors[0].device
-        eager_s = _seconds(lambda: fallback(*tensors, *size_values), device)
-        kernel_s = _seconds(lambda: call.run(tensors[: call.inputs], symbols), device)
-        if kernel_s >= eager_s:
-            return eager("its kernel is not faster than eager", eager_s=eager_s, kernel_s=kernel_s)
+        cuda = tensors[0].is_cuda
+        eager_s = _seconds(lambda: fallback(*tensors, *size_values), cuda)
+        kernel_s = _seconds(lambda: call.run(tensors[: call.inputs], symbols), cuda)
+        if not eager_s > min_speedup * kernel_s:
+            why = f"its kernel is not {min_speedup:g}x as fast as eager"
+            if min_speedup == 1:
+                why = "its kernel is not faster than eager"
+            return eager(why, eager_s=eager_s, kernel_s=kernel_s)
         entry = kernel.table.select(symbols)
         why = f"tuned kernel (record {entry.record.id}, tuned at {entry.symbols or 'fixed shapes'})"
         report = TaskReport(name, key, sources, True, why, eager_s, kernel_s)
@@ -291,14 +299,14 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def _seconds(fn: Callable[[], Any], device: torch.device) -> float:
+def _seconds(fn: Callable[[], Any], cuda: bool) -> float:
     """The median time of `fn` (after one warm-up run), synchronized on CUDA."""
 
     def timed() -> float:
         start = time.perf_counter()
         fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        if cuda:
+            torch.cuda.synchronize()
         return time.perf_counter() - start
 
     timed()
@@ -308,14 +316,12 @@ def _seconds(fn: Callable[[], Any], device: torch.device) -> float:
     return statistics.median(times)
 
 
-def _this_target(device: torch.device) -> str:
-    """This machine's target for tensors on `device`: its CPU's ISA, or `cuda`."""
-    if device.type == "cuda":
-        return "cuda"
+def _this_target(tensor: torch.Tensor) -> str:
+    """This machine's target for `tensor`'s device: its CPU's ISA or its GPU's arch."""
     from tunehub.schemas.target import Target
     from tunehub.worker.backend import worker_backend
 
-    target = Target.parse("cpu")
+    target = Target.parse("cuda" if tensor.is_cuda else "cpu")
     return str(worker_backend(target).resolve(target))
 
 
