@@ -11,19 +11,26 @@ per group of 32 columns, zero point 7, so `w[n, j] = (level - 7) * scale[n, j //
 words are int32 tensors holding those bits (torch has no shifts of uint32 on the CPU); the
 dequantizing prologue masks after shifting, so the sign bit never shows.
 
-Every op is one that the ONNX and TIR forms write the same way (`onnx_model` builds the ONNX
-graph node by node, `gpt2_block.tvmscript` is the TIR form), so the three frontends find the
-same tasks. The causal mask is an input (`[seq, seq]`, 0 or -inf), as a serving runtime
-passes it.
+`to_onnx` writes the block node by node with the `onnx` helper API, each op as the ONNX op
+that computes the same thing, and each int4 linear as onnxruntime's `com.microsoft`
+MatMulNBits (the same nibbles: MLC's words read as little-endian bytes are MatMulNBits'
+blocks; zero points 7; the scales in float32, as MatMulNBits wants them in A's type).
+`gpt2_block.tvmscript` is the TIR form. The causal mask is an input (`[seq, seq]`, 0 or
+-inf), as a serving runtime passes it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    import onnx
 
 GROUP, ZERO = 32, 7
 SHIFTS = tuple(range(0, 32, 4))
@@ -124,3 +131,82 @@ def dynamic_shapes() -> tuple[dict[int, Any], dict[int, Any]]:
 def make_dynamic() -> tuple[nn.Module, tuple[torch.Tensor, torch.Tensor], Any]:
     """`make` with the dynamic dimension: `tunehub extract --torch gpt2_block:make_dynamic`."""
     return (*make(), dynamic_shapes())
+
+
+def to_onnx(block: Block) -> onnx.ModelProto:
+    """The block as an ONNX model (opset 20, `com.microsoft` 1) over `x [seq, d]` and
+    `mask [seq, seq]`, `seq` a symbolic dimension."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes: list[onnx.NodeProto] = []
+    weights: list[onnx.TensorProto] = []
+
+    def weight(name: str, value: Any) -> str:
+        array = value.detach().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+        weights.append(numpy_helper.from_array(array, name))
+        return name
+
+    def node(op: str, inputs: list[str], name: str, **attrs: Any) -> str:
+        domain = "com.microsoft" if op == "MatMulNBits" else ""
+        nodes.append(helper.make_node(op, inputs, [name], name=name, domain=domain, **attrs))
+        return name
+
+    def norm(x: str, module: nn.LayerNorm, name: str) -> str:
+        w, b = weight(f"{name}.weight", module.weight), weight(f"{name}.bias", module.bias)
+        return node("LayerNormalization", [x, w, b], name, axis=-1, epsilon=module.eps)
+
+    def linear(x: str, module: Int4Linear, name: str) -> str:
+        n, k = module.n, module.k
+        words = module.qweight.numpy().view(np.uint8).reshape(n, k // GROUP, GROUP // 2)
+        zeros = np.full(n * ((k // GROUP + 1) // 2), ZERO * 17, np.uint8)  # two 7s a byte
+        inputs = [
+            x,
+            weight(f"{name}.qweight", words),
+            weight(f"{name}.scales", module.scales.float().reshape(-1)),
+            weight(f"{name}.zeros", zeros),
+        ]
+        product = node("MatMulNBits", inputs, f"{name}.matmul", K=k, N=n, bits=4, block_size=GROUP)
+        return node("Add", [product, weight(f"{name}.bias", module.bias)], f"{name}.add")
+
+    def heads(x: str, name: str) -> str:
+        shape = weight(f"{name}.shape", np.array([0, block.heads, block.d // block.heads]))
+        split = node("Reshape", [x, shape], f"{name}.reshape")
+        return node("Transpose", [split], f"{name}.transpose", perm=[1, 0, 2])
+
+    h = norm("x", block.ln_1, "ln_1")
+    q, k, v = (heads(linear(h, getattr(block, n), n), f"{n}.heads") for n in "qkv")
+    k = node("Transpose", [k], "k.transpose_2", perm=[0, 2, 1])
+    scale = weight("scale", np.array(1.0 / math.sqrt(block.d // block.heads), np.float32))
+    scores = node("Mul", [node("MatMul", [q, k], "scores.matmul"), scale], "scores.mul")
+    scores = node("Add", [scores, "mask"], "scores.add")
+    attention = node("MatMul", [node("Softmax", [scores], "softmax", axis=-1), v], "attention")
+    merged = node("Transpose", [attention], "attention.transpose", perm=[1, 0, 2])
+    merged = node("Reshape", [merged, weight("merged.shape", np.array([0, block.d]))], "merged")
+    x = node("Add", ["x", linear(merged, block.proj, "proj")], "residual_1")
+    up = linear(norm(x, block.ln_2, "ln_2"), block.fc1, "fc1")
+    up = node("Gelu", [up], "gelu", approximate="tanh")
+    out = node("Add", [x, linear(up, block.fc2, "fc2")], "out")
+    graph = helper.make_graph(
+        nodes,
+        "gpt2_block",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", block.d]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["seq", "seq"]),
+        ],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["seq", block.d])],
+        weights,
+    )
+    opsets = [helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    onnx.checker.check_model(model)
+    return model
+
+
+def save_onnx(path: str | Path, block: Block | None = None) -> Path:
+    """Write the example block (or `block`) as an ONNX file."""
+    import onnx
+
+    path = Path(path)
+    onnx.save(to_onnx(block or make()[0]), str(path))
+    return path
