@@ -320,7 +320,7 @@ def _signature(
 
 def _name(group: list[Op]) -> str:
     """A name for people: the anchor's kind, then the others' (`rms_norm` and `layer_norm`
-    for those written as chains)."""
+    for those written as chains), cut at 64 characters from its end (the anchor says most)."""
     kinds = [op.kind for op in group]
     anchors = [op for op in group if KINDS[op.kind].fusion != INJECTIVE]
     means = [op for op in anchors if op.kind == "reduce" and op.attrs.get("op") == "mean"]
@@ -328,4 +328,4 @@ def _name(group: list[Op]) -> str:
         return "rms_norm" if len(means) == 1 else "layer_norm"
     first = anchors[0].kind if anchors else kinds[0]
     rest = [kind for kind in dict.fromkeys(kinds) if kind != first]
-    return identifier("_".join([first, *rest]))
+    return identifier("_".join([first, *rest])[:64])
