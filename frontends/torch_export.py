@@ -30,6 +30,7 @@ from tunehub.frontends.computes import Unsupported
 from tunehub.frontends.errors import ModelError
 from tunehub.frontends.graph import Graph, Op, Value
 from tunehub.frontends.names import identifier
+from tunehub.frontends.taskset import Found
 from tunehub.schemas.signature import DTYPES, Extent, SymbolDecl
 from tunehub.schemas.taskset import TaskSet
 
@@ -127,7 +128,7 @@ class Traced:
 
     program: Any  # torch.export.ExportedProgram
     taskset: TaskSet
-    found: list[taskset.Found]
+    found: list[Found]
     nodes: dict[str, str]
 
 

@@ -13,6 +13,7 @@ ops too, so the optimized module traces like the original.
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,19 +23,21 @@ import torch
 
 from tunehub.runtime.dispatch import DispatchKernel
 
-# The live calls, by name: the optimized modules hold them, the op finds them here.
+# The live calls, by name (numbered in this process): the optimized modules hold them, the op
+# finds them here.
 _CALLS: weakref.WeakValueDictionary[str, TaskCall] = weakref.WeakValueDictionary()
+_NUMBERS = itertools.count()
 
 
 @dataclass(eq=False)
 class TaskCall:
     """One task of one optimized module: its kernel and the ops it replaces."""
 
-    name: str
     kernel: DispatchKernel
     fallback: torch.fx.GraphModule  # the replaced ops: (*tensors, *sizes) -> outputs
     inputs: int  # how many of `tensors` the kernel takes
     stats: dict[str, int] = field(default_factory=lambda: {"kernel": 0, "fallback": 0})
+    name: str = field(default_factory=lambda: f"call{next(_NUMBERS)}")
 
     def __post_init__(self) -> None:
         _CALLS[self.name] = self

@@ -29,6 +29,7 @@ from tunehub.frontends.taskset import Binding, Found
 from tunehub.torch.calls import TaskCall, task_op
 from tunehub.torch.source import KernelSource, NoKernel
 
+Nodes = list[torch.fx.Node]
 # Measuring a task: at least this many runs of each side, for at least this long.
 MIN_RUNS, MIN_SECONDS = 5, 0.05
 
@@ -159,7 +160,6 @@ class _Rewriter:
         self.nodes = nodes  # graph value -> fx node name
         self.values = values  # fx node name -> its value on the example inputs
         self.replaced: dict[torch.fx.Node, torch.fx.Node] = {}  # an output -> its getitem
-        self.count = 0
 
     def decide(
         self, found: Found, key: str, kernels: KernelSource, min_speedup: float
@@ -176,10 +176,9 @@ class _Rewriter:
             kernel = kernels.kernel(key)
         except NoKernel as exc:
             return eager(str(exc))
-        self.count += 1
         members, inputs, extras, sizes, outputs = self._group(binding)
         fallback = _subgraph(members, [*inputs, *extras, *sizes], outputs)
-        call = TaskCall(f"{id(self)}_{self.count}", kernel, fallback, len(inputs))
+        call = TaskCall(kernel, fallback, len(inputs))
         tensors = [self._value(n) for n in (*inputs, *extras)]
         size_values = [self._value(n) for n in sizes]
         symbols = call.symbols(tensors)
@@ -218,7 +217,7 @@ class _Rewriter:
             self.replaced[output] = item
             previous = item
 
-    def _group(self, binding: Binding) -> tuple[list, list, list, list, list]:
+    def _group(self, binding: Binding) -> tuple[Nodes, Nodes, Nodes, Nodes, Nodes]:
         """The group's fx nodes as they stand now: members, inputs (signature order), other
         tensors and sizes its members read, outputs."""
 
@@ -228,7 +227,9 @@ class _Rewriter:
 
         members = [node(v) for v in binding.computed]
         inputs = [node(v) for v in binding.inputs]
-        known, extras, sizes = set(members) | set(inputs), [], []
+        known = set(members) | set(inputs)
+        extras: Nodes = []
+        sizes: Nodes = []
         for member in members:
             for arg in member.all_input_nodes:
                 if arg not in known:
@@ -282,13 +283,13 @@ def _mismatch(
         if decl.reduce is not None:
             terms = [symbols[e] if isinstance(e, str) else e for e in decl.reduce.axes.values()]
             extent = max(extent, int(np.prod(terms)))
-    for want, have, decl in zip(expected, got, found.signature.outputs, strict=True):
+    for want, have, name in zip(expected, got, found.signature.outputs, strict=True):
         dtype = str(want.dtype).removeprefix("torch.")
         result = compare(
             _numpy(want), _numpy(have.reshape(want.shape)), dtype, reduce_extent=extent
         )
         if not result.ok:
-            return f"{decl}: {result.message}"
+            return f"{name}: {result.message}"
     return None
 
 
@@ -310,7 +311,8 @@ def _seconds(fn: Callable[[], Any], cuda: bool) -> float:
         return time.perf_counter() - start
 
     timed()
-    times, began = [], time.perf_counter()
+    times: list[float] = []
+    began = time.perf_counter()
     while len(times) < MIN_RUNS or time.perf_counter() - began < MIN_SECONDS:
         times.append(timed())
     return statistics.median(times)
@@ -330,7 +332,7 @@ def _constants(program: Any) -> list[Any]:
     user input goes."""
     from torch.export.graph_signature import InputKind
 
-    found = []
+    found: list[Any] = []
     for spec in program.graph_signature.input_specs:
         if spec.kind == InputKind.USER_INPUT:
             found.append(None)

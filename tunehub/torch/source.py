@@ -56,7 +56,7 @@ class KernelSource:
         try:
             with Client(self.source) as hub:
                 table = hub.dispatch(key, target=self.target)
-                files = []
+                files: list[KernelFiles] = []
                 for entry in table.entries:
                     sha = entry.record.artifact_sha256
                     if sha is None:
