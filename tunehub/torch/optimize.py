@@ -30,8 +30,8 @@ from tunehub.torch.calls import TaskCall, task_op
 from tunehub.torch.source import KernelSource, NoKernel
 
 Nodes = list[torch.fx.Node]
-# Measuring a task: at least this many runs of each side, for at least this long.
-MIN_RUNS, MIN_SECONDS = 5, 0.05
+# Measuring a task: at least this many runs of each side, for at least this long in all.
+MIN_RUNS, MIN_SECONDS = 9, 0.2
 
 
 @dataclass(frozen=True)
@@ -189,9 +189,11 @@ class _Rewriter:
         mismatch = _mismatch(found, expected, got, symbols)
         if mismatch:
             return eager(f"its kernel's output differs from eager: {mismatch}")
-        cuda = tensors[0].is_cuda
-        eager_s = _seconds(lambda: fallback(*tensors, *size_values), cuda)
-        kernel_s = _seconds(lambda: call.run(tensors[: call.inputs], symbols), cuda)
+        eager_s, kernel_s = _race(
+            lambda: fallback(*tensors, *size_values),
+            lambda: call.run(tensors[: call.inputs], symbols),
+            tensors[0].is_cuda,
+        )
         if not eager_s > min_speedup * kernel_s:
             why = f"its kernel is not {min_speedup:g}x as fast as eager"
             if min_speedup == 1:
@@ -300,22 +302,24 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def _seconds(fn: Callable[[], Any], cuda: bool) -> float:
-    """The median time of `fn` (after one warm-up run), synchronized on CUDA."""
+def _race(eager: Callable[[], Any], kernel: Callable[[], Any], cuda: bool) -> tuple[float, float]:
+    """The median seconds of a call of each (synchronized on CUDA), timed alternately after
+    a warm-up call of each, so that a machine busy with other work slows both alike."""
 
-    def timed() -> float:
+    def timed(fn: Callable[[], Any]) -> float:
         start = time.perf_counter()
         fn()
         if cuda:
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    timed()
-    times: list[float] = []
+    timed(eager), timed(kernel)
+    times: tuple[list[float], list[float]] = ([], [])
     began = time.perf_counter()
-    while len(times) < MIN_RUNS or time.perf_counter() - began < MIN_SECONDS:
-        times.append(timed())
-    return statistics.median(times)
+    while len(times[0]) < MIN_RUNS or time.perf_counter() - began < MIN_SECONDS:
+        times[0].append(timed(eager))
+        times[1].append(timed(kernel))
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def _this_target(tensor: torch.Tensor) -> str:
