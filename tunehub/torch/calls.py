@@ -36,6 +36,7 @@ class TaskCall:
     kernel: DispatchKernel
     fallback: torch.fx.GraphModule  # the replaced ops: (*tensors, *sizes) -> outputs
     inputs: int  # how many of `tensors` the kernel takes
+    device: str  # the device type its kernels run on (`torch.device.type`)
     stats: dict[str, int] = field(default_factory=lambda: {"kernel": 0, "fallback": 0})
     name: str = field(default_factory=lambda: f"call{next(_NUMBERS)}")
 
@@ -44,7 +45,10 @@ class TaskCall:
 
     def symbols(self, tensors: Sequence[torch.Tensor]) -> dict[str, int] | None:
         """The symbols' values these inputs bind, or None where the kernel cannot take them
-        (shapes or dtypes off the signature, a symbol outside the tuned table's range)."""
+        (another device, shapes or dtypes off the signature, a symbol outside the tuned
+        table's range)."""
+        if any(t.device.type != self.device for t in tensors[: self.inputs]):
+            return None
         arguments = self.kernel.arguments
         shapes = [(tuple(t.shape), _dtype(t)) for t in tensors[: self.inputs]]
         try:

@@ -177,8 +177,8 @@ class _Rewriter:
             return eager(str(exc))
         members, inputs, extras, sizes, outputs = self._group(binding)
         fallback = _subgraph(members, [*inputs, *extras, *sizes], outputs)
-        call = TaskCall(kernel, fallback, len(inputs))
         tensors = [self._value(n) for n in (*inputs, *extras)]
+        call = TaskCall(kernel, fallback, len(inputs), tensors[0].device.type)
         size_values = [self._value(n) for n in sizes]
         symbols = call.symbols(tensors)
         if symbols is None:
