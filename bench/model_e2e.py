@@ -199,7 +199,7 @@ def _report(
         "",
         f"- Machine: {describe_machine()}",
         f"- Commit: {git_commit()}",
-        f"- torch {torch.__version__}; {args.threads} threads for torch and for the kernels;"
+        f"- torch {torch.__version__}; {args.threads} thread(s) for torch and for the kernels;"
         f" seq = {args.seq}",
         f"- Tuning: {tuning} (`tunehub tune`, local tuner, at seq={args.seq})",
         f"- Command: `python bench/model_e2e.py --seq {args.seq} --threads {args.threads}"
