@@ -30,7 +30,15 @@ from tunehub.frontends.errors import reason
 from tunehub.frontends.graph import Graph, Op
 from tunehub.frontends.names import Names, identifier
 from tunehub.frontends.ops import CONTRACTION, INJECTIVE, KINDS, ROW
-from tunehub.frontends.taskset import Found, Skipped, Source, elements, flops_at, signature_flops
+from tunehub.frontends.taskset import (
+    Binding,
+    Found,
+    Skipped,
+    Source,
+    elements,
+    flops_at,
+    signature_flops,
+)
 from tunehub.schemas.signature import ComputeDecl, TaskSignature, TensorDecl
 
 MAX_INPUTS, MAX_COMPUTES, MAX_OUTPUTS = 32, 32, 8
@@ -60,13 +68,15 @@ def extract(graph: Graph) -> tuple[list[Found], list[Skipped]]:
     fused = _Fusion(graph, mappable, counts, read_outside)
     for group in fused.groups():
         sources = [Source(op.name, op.op_type, flops[op.name]) for op in group]
+        outputs = fused.outputs(group)
         try:
-            signature = _signature(graph, group, fused.outputs(group))
+            signature, inputs = _signature(graph, group, outputs)
         except (Unsupported, ValidationError) as exc:
             why = f"its group cannot be written as a signature: {reason(exc)}"
             skipped += [Skipped(s.name, s.op_type, why, s.flops) for s in sources]
             continue
-        found.append(Found(signature, sources))
+        computed = tuple(op.output for op in group)
+        found.append(Found(signature, sources, binding=Binding(inputs, tuple(outputs), computed)))
     return found, skipped
 
 
@@ -272,9 +282,11 @@ def _emit(graph: Graph, op: Op, names: Names, known: dict[str, str]) -> list[Com
     return KINDS[op.kind].emit(call)
 
 
-def _signature(graph: Graph, group: list[Op], outputs: list[str]) -> TaskSignature:
-    """The signature of one group: its inputs in the order first read, its ops' computes in
-    order, the symbols its shapes use."""
+def _signature(
+    graph: Graph, group: list[Op], outputs: list[str]
+) -> tuple[TaskSignature, tuple[str, ...]]:
+    """The signature of one group (its inputs in the order first read, its ops' computes in
+    order, the symbols its shapes use) and the values its inputs are."""
     names = Names()
     for symbol in graph.symbols:
         names.take(symbol)
@@ -291,22 +303,24 @@ def _signature(graph: Graph, group: list[Op], outputs: list[str]) -> TaskSignatu
             known[v.name] = names.take(v.name)
             decl = {"name": known[v.name], "shape": list(v.shape), "dtype": v.dtype}
             inputs.append(TensorDecl.model_validate(decl))
+    read = tuple(known)
     computes = [decl for op in group for decl in _emit(graph, op, names, known)]
     extents = [e for decl in inputs for e in decl.shape]
     extents += [e for decl in computes for e in decl.shape]
     extents += [e for decl in computes if decl.reduce for e in decl.reduce.axes.values()]
-    return TaskSignature(
+    signature = TaskSignature(
         name=_name(group),
         symbols={name: decl for name, decl in graph.symbols.items() if name in extents},
         inputs=inputs,
         computes=computes,
         outputs=[known[value] for value in outputs],
     )
+    return signature, read
 
 
 def _name(group: list[Op]) -> str:
     """A name for people: the anchor's kind, then the others' (`rms_norm` and `layer_norm`
-    for those written as chains)."""
+    for those written as chains), cut at 64 characters from its end (the anchor says most)."""
     kinds = [op.kind for op in group]
     anchors = [op for op in group if KINDS[op.kind].fusion != INJECTIVE]
     means = [op for op in anchors if op.kind == "reduce" and op.attrs.get("op") == "mean"]
@@ -314,4 +328,4 @@ def _name(group: list[Op]) -> str:
         return "rms_norm" if len(means) == 1 else "layer_norm"
     first = anchors[0].kind if anchors else kinds[0]
     rest = [kind for kind in dict.fromkeys(kinds) if kind != first]
-    return identifier("_".join([first, *rest]))
+    return identifier("_".join([first, *rest])[:64])

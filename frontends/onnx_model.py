@@ -202,7 +202,7 @@ class _Reader:
         name = node.name or f"{node.op_type}_{index}"
         domain = node.domain or "ai.onnx"
         op_type = node.op_type if domain == "ai.onnx" else f"{domain}.{node.op_type}"
-        attrs = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+        attrs = {a.name: self._attribute(a) for a in node.attribute}
         if op_type == "Constant" and len(attrs) == 1 and (tensor := self._attribute_tensor(attrs)):
             self._constant(node.output[0], tensor)
             return
@@ -215,6 +215,14 @@ class _Reader:
             return
         self.values[node.output[0]] = Value(node.output[0], shape, dtype)
         self.ops.append(Op(name, op_type, kind, inputs, node.output[0], params))
+
+    def _attribute(self, attribute: onnx.AttributeProto) -> Any:
+        """An attribute's value; a float as its shortest text in float32, the precision ONNX
+        stores it in (an epsilon of 1e-5, not 9.99999975e-06), as for constants."""
+        value = self.onnx.helper.get_attribute_value(attribute)
+        if attribute.type == self.onnx.AttributeProto.FLOAT:
+            return float(str(np.float32(value)))
+        return value
 
     def _skip(self, name: str, op_type: str, reason: str, node: onnx.NodeProto) -> None:
         """Leave `node` out; its outputs whose shapes ONNX inferred stay readable."""

@@ -47,13 +47,26 @@ class Skipped:
     flops: int | None = None
 
 
+@dataclass(frozen=True)
+class Binding:
+    """Where a graph frontend's task sits in its graph: the values its signature's inputs and
+    outputs are, in signature order, and the values its ops compute (what a runtime replaces
+    with the task's kernel: `tunehub.torch`)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    computed: tuple[str, ...]
+
+
 @dataclass
 class Found:
-    """A task as a frontend found it: not validated yet, one occurrence of `weight` runs."""
+    """A task as a frontend found it: not validated yet, one occurrence of `weight` runs;
+    `binding` for a task read off a graph."""
 
     signature: TaskSignature
     sources: list[Source]
     weight: float = 1.0
+    binding: Binding | None = None
 
 
 @dataclass

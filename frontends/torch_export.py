@@ -21,6 +21,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from tunehub.frontends.computes import Unsupported
 from tunehub.frontends.errors import ModelError
 from tunehub.frontends.graph import Graph, Op, Value
 from tunehub.frontends.names import identifier
+from tunehub.frontends.taskset import Found
 from tunehub.schemas.signature import DTYPES, Extent, SymbolDecl
 from tunehub.schemas.taskset import TaskSet
 
@@ -68,7 +70,14 @@ _BINARY = {
 _RESHAPES = ("view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten", "view_as")
 _REDUCTIONS = {"mean": "mean", "sum": "sum", "amax": "max", "amin": "min", "prod": "prod"}
 # Ops that compute no tensor a kernel writes.
-_NO_KERNEL = ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size")
+_NO_KERNEL = (
+    "_assert_tensor_metadata",
+    "_assert_scalar",
+    "sym_constrain_range_for_size",
+    "sym_size",
+    "sym_numel",
+    "sym_stride",
+)
 
 
 def read(spec: str, ranges: Mapping[str, SymbolDecl] | None = None) -> TaskSet:
@@ -108,6 +117,30 @@ def export(
 ) -> TaskSet:
     """The task set of `module` on `example_inputs` (a tensor or a tuple of them), its
     `dynamic_shapes` as `torch.export.export` takes them."""
+    return trace(module, example_inputs, dynamic_shapes, source=source, ranges=ranges).taskset
+
+
+@dataclass
+class Traced:
+    """A module as `export` reads it, kept for a runtime that runs its tasks (`tunehub.torch`):
+    the exported program, the task set, every group before identical ones collapse (each with
+    its `binding`), and the fx node of each graph value (`nodes[value] -> node name`)."""
+
+    program: Any  # torch.export.ExportedProgram
+    taskset: TaskSet
+    found: list[Found]
+    nodes: dict[str, str]
+
+
+def trace(
+    module: torch.nn.Module,
+    example_inputs: Any,
+    dynamic_shapes: Any = None,
+    *,
+    source: str = "torch",
+    ranges: Mapping[str, SymbolDecl] | None = None,
+) -> Traced:
+    """`export`, keeping what it read the task set off."""
     import torch
 
     if not isinstance(module, torch.nn.Module):
@@ -118,9 +151,11 @@ def export(
     except Exception as exc:  # torch.export reports a failed trace in many exception types
         raise ModelError(f"{source}: torch.export failed: {_first_line(exc)}") from exc
     names = _dim_names(module, inputs, dynamic_shapes)
-    graph = _Reader(program, names, ranges or {}).graph()
+    reader = _Reader(program, names, ranges or {})
+    graph = reader.graph()
     found, skipped = fusion.extract(graph)
-    return taskset.build(source, graph.symbols, found, skipped)
+    nodes = {value: node for node, value in reader.keys.items()}
+    return Traced(program, taskset.build(source, graph.symbols, found, skipped), found, nodes)
 
 
 def _dim_names(

@@ -4,6 +4,8 @@ cycles between modules, and no module outside a target's folder that tests a kin
     schemas  <-  runtime  <-  compiler  <-  worker  <-  server
                  runtime  <-  client (the client loads kernels and talks HTTP, nothing more)
                  compiler <-  frontends (models to task sets; torch and onnx at call time)
+                 frontends <- torch (`tunehub.torch`, a real folder of `tunehub/`: tuned kernels
+                              inside PyTorch; nothing of the core loads it)
 
 `targets/<kind>/` sits beside them: each facet imports the layer it serves, and the layers
 reach a target only through the registry (`schemas.target.kinds`), at call time.
@@ -28,6 +30,7 @@ PACKAGES = (
     "client",
     "frontends",
     "migrations",
+    "tunehub/torch",
 )
 # What each package may import when it is loaded (function-level imports are call time).
 LOAD_TIME = {
@@ -38,6 +41,7 @@ LOAD_TIME = {
     "server": {"schemas", "runtime", "compiler", "worker", "server", "migrations"},
     "client": {"schemas", "runtime", "client"},
     "frontends": {"schemas", "runtime", "compiler", "frontends"},
+    "torch": {"schemas", "runtime", "compiler", "frontends", "torch"},
 }
 TARGET_KINDS = {"cpu", "cuda"}
 
@@ -46,6 +50,8 @@ def _module(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[0] == "tunehub":  # a folder of the package itself, not a link to one
+        parts.pop(0)
     return ".".join(["tunehub", *parts])
 
 
@@ -115,11 +121,13 @@ def test_each_layer_loads_only_the_layers_below_it(package: str) -> None:
 
 
 def test_frontends_load_torch_and_onnx_only_when_called() -> None:
-    """The core package imports, and its tests pass, without either installed."""
+    """The core package imports, and its tests pass, without either installed (`tunehub.torch`
+    is the torch extra itself)."""
     heavy = ("torch", "onnx", "google")
     found = [
         f"{name}:{node.lineno}"
         for name, tree in modules().items()
+        if not name.startswith("tunehub.torch")
         for node in _load_time_imports(tree.body)
         for imported in (
             [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -127,6 +135,17 @@ def test_frontends_load_torch_and_onnx_only_when_called() -> None:
         if imported.split(".")[0] in heavy
     ]
     assert not found
+
+
+def test_the_core_package_imports_without_torch() -> None:
+    """`import tunehub` and its layers load neither `tunehub.torch` nor torch."""
+    import subprocess
+    import sys
+
+    layers = ", ".join(f"tunehub.{p}" for p in LOAD_TIME if p != "torch")
+    code = f"import sys, tunehub, {layers}; print(sorted(m for m in sys.modules if 'torch' in m))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_no_two_modules_import_each_other() -> None:

@@ -8,6 +8,7 @@ ml_dtypes.bfloat16 arrays have exactly that layout), a non-zero return on failur
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +51,16 @@ class CompiledKernel:
             np.empty(shape, dtype=numpy_dtype(arg.dtype))
             for arg, shape in zip(self.outputs, self.arguments.output_shapes(values), strict=True)
         ]
-        pointers = [a.ctypes.data_as(ctypes.c_void_p) for a in (*arrays, *outputs)]
-        status = self._fn(*pointers, *(values[s] for s in self.symbols))
+        self.launch([a.ctypes.data for a in (*arrays, *outputs)], values)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def launch(self, pointers: Sequence[int], symbols: Mapping[str, int]) -> None:
+        """Run on buffers given by address (inputs, then outputs, in signature order), with
+        every symbol's value: no checks and no copies, for callers that hold the buffers
+        already checked (`tunehub.torch` passes tensors' `data_ptr()`)."""
+        status = self._fn(*pointers, *(symbols[s] for s in self.symbols))
         if status != 0:
             raise RuntimeError(f"kernel {self.entry} failed with status {status}")
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
 class CpuRuntime(RuntimeBackend):

@@ -1,0 +1,125 @@
+"""`tunehub.torch.optimize` on a small model whose int4 linear is tuned for real (the local
+tuner, a few trials, a SQLite database) and whose layer norm is not: the tuned task runs its
+kernel as `tunehub::task`, the other keeps its ops and the report says why, outputs match
+eager, and a shape outside the tuned range runs the replaced ops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_process import run_tunehub
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from examples.models.gpt2_block import Int4Linear  # noqa: E402
+from tunehub.frontends import torch_export  # noqa: E402
+from tunehub.torch import optimize  # noqa: E402
+
+
+class Small(nn.Module):
+    """An int4 linear with a GELU epilogue, then a layer norm: two tasks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = Int4Linear(64, 32, torch.Generator().manual_seed(0))
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x: Any) -> Any:
+        return self.norm(nn.functional.gelu(self.up(x)))
+
+
+def dynamic() -> Any:
+    return ({0: torch.export.Dim("seq", min=1, max=16)},)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Small, Path]:
+    """The model and a database holding a kernel of its int4 linear alone, tuned at seq=8."""
+    directory = tmp_path_factory.mktemp("tuned")
+    model = Small().eval()
+    taskset = torch_export.export(model, (torch.randn(8, 64),), dynamic())
+    linear = directory / "linear.json"
+    linear.write_text(taskset.tasks[0].signature.model_dump_json())
+    database = directory / "tunehub.db"
+    done = run_tunehub(
+        "tune", linear, "--db", f"sqlite:///{database}", "--trials", "4", "--symbol", "seq=8"
+    )
+    assert done.returncode == 0, done.stderr
+    return model, database
+
+
+def test_a_tuned_task_runs_its_kernel_and_the_output_matches_eager(
+    tuned: tuple[Small, Path], tmp_path: Path
+) -> None:
+    model, database = tuned
+    x = torch.randn(8, 64)
+    fast = optimize(
+        model, (x,), database, dynamic_shapes=dynamic(), directory=tmp_path, min_speedup=0
+    )
+    linear, norm = fast.report.tasks
+    assert linear.tuned and linear.reason.startswith("tuned kernel (record")
+    assert linear.source_ops[:2] == ["up/unsqueeze", "up/rshift"]
+    assert not norm.tuned and norm.reason.startswith("no verified kernel in the database")
+    assert "1/2 tasks tuned" in str(fast.report)
+    code = fast.graph_module.code
+    assert "torch.ops.tunehub.task.default" in code and "rshift" not in code
+    with torch.no_grad():
+        for seq in (8, 3, 16):
+            x = torch.randn(seq, 64)
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5)
+    (call,) = fast.calls
+    assert call.stats == {"kernel": 3, "fallback": 0}
+
+
+def test_a_shape_outside_the_tuned_range_runs_the_original_ops(
+    tuned: tuple[Small, Path], tmp_path: Path
+) -> None:
+    model, database = tuned
+    fast = optimize(
+        model,
+        (torch.randn(8, 64),),
+        database,
+        dynamic_shapes=dynamic(),
+        directory=tmp_path,
+        min_speedup=0,
+        verbose=False,
+    )
+    x = torch.randn(40, 64)  # seq=40: the kernels serve 1..16
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), model(x), rtol=1e-5, atol=1e-6)
+    (call,) = fast.calls
+    assert call.stats == {"kernel": 0, "fallback": 1}
+
+
+def test_a_missing_kernel_or_database_keeps_every_op(tmp_path: Path) -> None:
+    model = Small().eval()
+    x = torch.randn(4, 64)
+    fast = optimize(model, (x,), tmp_path / "none.db", verbose=False)
+    assert [t.tuned for t in fast.report.tasks] == [False, False]
+    assert {t.reason for t in fast.report.tasks} == {f"no database at {tmp_path / 'none.db'}"}
+    assert fast.calls == [] and "tunehub" not in fast.graph_module.code
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), model(x))
+
+
+def test_a_kernel_slower_than_eager_is_not_used(tuned: tuple[Small, Path], tmp_path: Path) -> None:
+    """No kernel is a million times faster than the ops it replaces: the bar refuses it and
+    the report gives both times."""
+    model, database = tuned
+    fast = optimize(
+        model,
+        (torch.randn(8, 64),),
+        database,
+        dynamic_shapes=dynamic(),
+        directory=tmp_path,
+        min_speedup=1e6,
+        verbose=False,
+    )
+    linear = fast.report.tasks[0]
+    assert not linear.tuned and linear.reason == "its kernel is not 1e+06x as fast as eager"
+    assert linear.eager_s is not None and linear.kernel_s is not None
+    assert fast.calls == []
