@@ -4,7 +4,8 @@ beside tunehub on the same inputs.
     /path/to/tvm-venv/bin/python bench/tvm_workloads.py NAME TRIALS INPUTS.npz OUTPUTS.npz
 
 Runs under a Python with `apache-tvm` 0.27 and `apache-tvm-ffi==0.1.14.post1` (0.1.15 crashes
-in `tune_tir`), and xgboost, psutil, cloudpickle, which tunehub does not depend on: `bench/cpu_vs_tvm.py --tvm-python PATH` calls it in a child process. Each
+in `tune_tir`), and xgboost, psutil, cloudpickle, which tunehub does not depend on:
+`bench/cpu_vs_tvm.py --tvm-python PATH` calls it in a child process. Each
 workload is written in TE the way tunehub's signature writes it (the int4 linear as MLC-LLM
 lowers it: an unpack compute to float16, a dequantize compute, an NT matmul over a unit batch
 axis accumulating in float16, two adds). It tunes with MetaSchedule's defaults for TRIALS

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from tunehub.client.commands.common import read_signature, seconds
+from tunehub.client.commands.common import UserError, read_signature, seconds
 from tunehub.client.commands.remote import progress_bar
 from tunehub.client.sdk import Client
 from tunehub.runtime import load_kernel
@@ -29,10 +30,14 @@ if TYPE_CHECKING:
 CHECK_SEED = 2024
 
 
-def run_demo(stack: Stack, signature_file: Path, *, trials: int, out_dir: Path) -> bool:
-    """Run the demo against `stack`; whether the downloaded kernel matched the reference.
+def run_demo(
+    stack: Stack, signature_file: Path, *, trials: int, out_dir: Path, target: str = "cpu"
+) -> bool:
+    """Run the demo against `stack`; whether the downloaded kernel matched the reference
+    (UserError where the tuning itself failed: no worker for the target, say).
     The compiler (its reference evaluator, the naive schedule) is this machine's own, as the
-    demo runs the whole service here."""
+    demo runs the whole service here. A CUDA kernel runs on torch tensors on this machine's
+    GPU, as a user's model would call it (`scripts/gpu_checks service`)."""
     from tunehub.compiler.analysis import contraction_flops
     from tunehub.compiler.inputs import random_inputs
     from tunehub.compiler.program import load
@@ -51,7 +56,7 @@ def run_demo(stack: Stack, signature_file: Path, *, trials: int, out_dir: Path) 
     program = load(document)
     with Client(stack.url) as client:
         started = time.monotonic()
-        submitted = client.submit(document, target="cpu", trials=trials)
+        submitted = client.submit(document, target=target, trials=trials)
         console.print(
             f"submitted {signature_file.name} over HTTP: tuning {submitted.id} "
             f"{submitted.outcome} ({trials} trials on {submitted.target})"
@@ -60,8 +65,7 @@ def run_demo(stack: Stack, signature_file: Path, *, trials: int, out_dir: Path) 
             tuning = client.wait(submitted.id, on_progress=on_progress)
         elapsed = time.monotonic() - started
         if tuning.status != TuningStatus.DONE or tuning.best is None:
-            console.print(f"[red]tuning {tuning.id} ended {tuning.status}: {tuning.error}[/]")
-            return False
+            raise UserError(f"tuning {tuning.id} ended {tuning.status}: {tuning.error}")
         best = client.best(tuning.workload_key, target=tuning.target, symbols=tuning.symbols)
         naive_key = Space.key(space_for(program, Target.parse(tuning.target)).naive())
         naive = next(
@@ -97,8 +101,10 @@ def run_demo(stack: Stack, signature_file: Path, *, trials: int, out_dir: Path) 
 
     kernel = load_kernel(kernel_dir)
     inputs = random_inputs(program, tuning.symbols, seed=CHECK_SEED)
-    outputs = kernel(*(inputs[t.name] for t in program.inputs))
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    on_gpu = Target.parse(tuning.target).kind == "cuda"
+    arguments = [_on_device(inputs[t.name], on_gpu) for t in program.inputs]
+    returned = kernel(*arguments)
+    outputs = [_on_host(x) for x in (returned if isinstance(returned, tuple) else (returned,))]
     expected = evaluate(program, inputs, tuning.symbols)
     ok = True
     for name, actual in zip(program.outputs, outputs, strict=True):
@@ -106,12 +112,26 @@ def run_demo(stack: Stack, signature_file: Path, *, trials: int, out_dir: Path) 
         result = compare(expected[name], actual, program.buffer(name).dtype, reduce_extent=terms)
         verdict = "[green]matches[/]" if result.ok else "[red]does not match[/]"
         console.print(
-            f"downloaded the best kernel, loaded it with client.load_kernel and ran it on new "
-            f"inputs: {name} {verdict} the numpy reference "
+            f"downloaded the best kernel, loaded it with load_kernel and ran it on new "
+            f"{'torch CUDA tensors' if on_gpu else 'numpy arrays'}: {name} {verdict} the "
+            f"reference "
             f"(max abs error {result.max_abs_err:.2g})"
         )
         ok = ok and result.ok
     return ok
+
+
+def _on_device(array: np.ndarray, on_gpu: bool) -> Any:
+    """`array` where the kernel reads it: a torch tensor on the current GPU for CUDA kernels."""
+    if not on_gpu:
+        return array
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(array)).cuda()
+
+
+def _on_host(value: Any) -> np.ndarray:
+    return value.cpu().numpy() if hasattr(value, "cpu") else np.asarray(value)
 
 
 def _latency(value: float | None, flops: int | None) -> str:

@@ -84,12 +84,19 @@ def standalone(
     metavar="[SIG.json]",
 )
 @click.option("--trials", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option(
+    "--target",
+    default="cpu",
+    show_default=True,
+    help="cpu or cuda[:sm_XX] (a GPU's kernel runs on torch tensors of this machine's GPU).",
+)
 @click.option("--db", "db_url", help="Database URL (default: a fresh one, removed afterwards).")
 @click.option("--redis", "redis_url", help=_REDIS_HELP)
 @click.option("--threads", type=click.IntRange(min=1), help="Threads of the worker (default: all).")
 def demo(
     signature_file: Path | None,
     trials: int,
+    target: str,
     db_url: str | None,
     redis_url: str | None,
     threads: int | None,
@@ -110,7 +117,8 @@ def demo(
             worker_threads=threads,
         )
         with _running(config) as stack:
-            if not run_demo(stack, path, trials=trials, out_dir=Path(home) / "kernel"):
+            kernel_dir = Path(home) / "kernel"
+            if not run_demo(stack, path, trials=trials, out_dir=kernel_dir, target=target):
                 raise InternalError("the demo's kernel did not match the reference")
 
 

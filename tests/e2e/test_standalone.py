@@ -90,7 +90,7 @@ def test_demo_tunes_downloads_and_checks_the_kernel(home: Path) -> None:
     out = " ".join(done.stdout.split())
     assert "submitted matmul_128.json over HTTP: tuning 1 created" in out
     assert "naive" in out and "speedup" in out
-    assert "C matches the numpy reference" in out
+    assert "numpy arrays: C matches the reference" in out
     assert processes_of(home) == []
 
 
@@ -101,3 +101,18 @@ def test_demo_refuses_a_missing_signature(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: no signature at")
     assert example("matmul_128").exists()  # what it runs by default
+
+
+def test_demo_on_a_target_no_worker_serves_says_so_in_one_line(home: Path) -> None:
+    """The GPU service check (`scripts/gpu_checks service`) is this demo with `--target cuda`;
+    on a machine without a GPU its tuning fails, and the demo says why, without a traceback."""
+    done = subprocess.run(
+        tunehub_argv("demo", "--target", "cuda", "--trials", "2"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**os.environ, "TUNEHUB_HOME": str(home)},
+    )
+    assert done.returncode != 0
+    assert "no living worker serves a cuda target" in done.stderr
+    assert "Traceback" not in done.stderr
