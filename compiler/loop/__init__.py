@@ -5,6 +5,7 @@ the IR is described), constructors (`builders`), walks (`traversal`), transforma
 from tunehub.compiler.loop.builders import (
     Namer,
     add,
+    all_of,
     as_expr,
     ceildiv,
     const,
@@ -75,6 +76,7 @@ __all__ = [
     "Store",
     "Workspace",
     "add",
+    "all_of",
     "as_expr",
     "buffers_loaded",
     "buffers_used",

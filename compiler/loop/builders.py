@@ -102,6 +102,16 @@ def product(extents: Iterable[Expr]) -> Expr:
     return total
 
 
+def all_of(conds: list[Expr]) -> Expr | None:
+    """The conjunction of `conds` (None when there are none: always true)."""
+    if not conds:
+        return None
+    result = conds[0]
+    for cond in conds[1:]:
+        result = Binary("and", result, cond, "bool")
+    return result
+
+
 def flat_index(indices: tuple[Expr, ...], shape: tuple[Expr, ...]) -> Expr:
     """Row-major element offset of `indices` in a buffer of `shape`.
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Unary, Var, transform, walk
-from tunehub.compiler.loop import For, If, Stmt, add, const, minimum, seq, sub
+from tunehub.compiler.loop import For, If, Stmt, add, all_of, const, minimum, seq, sub
 from tunehub.compiler.schedule.vectorize import depends
 
 # comparison -> (lower bound offset, upper bound offset) of `x` for `x op r` (coefficient 1);
@@ -83,12 +83,12 @@ def split(expr: Expr, name: str) -> Split | None:
     if not lowers and not uppers:
         return None
     taken, other = guard.args[1:]
-    varying = _all([t for t in kept if depends(t, (name,))])
+    varying = all_of([t for t in kept if depends(t, (name,))])
     reduced = taken if varying is None else Call("where", (varying, taken, other), guard.dtype)
     return Split(
         lower=_fold("max", lowers),
         upper=_fold("min", uppers),
-        uniform=_all([t for t in kept if not depends(t, (name,))]),
+        uniform=all_of([t for t in kept if not depends(t, (name,))]),
         inside=transform(expr, lambda e: reduced if e == guard else None),
         outside=transform(expr, lambda e: other if e == guard else None),
     )
@@ -120,16 +120,6 @@ def split_loop(
     if parts.uniform is not None:  # tested once for the whole range, not per element
         middle = If(parts.uniform, middle, loop(enter, leave, parts.outside))
     return seq(loop(start, enter, parts.outside), middle, loop(leave, stop, parts.outside))
-
-
-def _all(tests: list[Expr]) -> Expr | None:
-    """The conjunction of `tests` (None for none)."""
-    if not tests:
-        return None
-    out = tests[0]
-    for test in tests[1:]:
-        out = Binary("and", out, test, "bool")
-    return out
 
 
 def _conjuncts(cond: Expr) -> list[Expr]:

@@ -32,6 +32,7 @@ from tunehub.compiler.loop import (
     Stmt,
     Store,
     add,
+    all_of,
     as_expr,
     ceildiv,
     const,
@@ -69,16 +70,6 @@ def less(a: Expr, b: Expr) -> Expr:
 
 def equal(a: Expr, b: Expr) -> Expr:
     return Binary("==", a, b, "bool")
-
-
-def all_of(conds: list[Expr]) -> Expr | None:
-    """The conjunction of `conds` (None when there are none: always true)."""
-    if not conds:
-        return None
-    result = conds[0]
-    for cond in conds[1:]:
-        result = Binary("and", result, cond, "bool")
-    return result
 
 
 def div(a: Expr, n: int) -> Expr:

@@ -28,6 +28,7 @@ from tunehub.compiler.loop import (
     Stmt,
     Store,
     add,
+    all_of,
     ceildiv,
     const,
     const_value,
@@ -40,7 +41,6 @@ from tunehub.compiler.schedule.stage import Context, nest
 from tunehub.compiler.space.space import Config
 from tunehub.targets.cuda.schedule.blocks import (
     WARP,
-    all_of,
     bind,
     covers,
     equal,

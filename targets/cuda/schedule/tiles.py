@@ -40,6 +40,7 @@ from tunehub.compiler.loop import (
     Stmt,
     Store,
     add,
+    all_of,
     as_expr,
     ceildiv,
     const,
@@ -60,7 +61,6 @@ from tunehub.targets.cuda.limits import ASYNC_COPY, capability
 from tunehub.targets.cuda.loop import ASYNC_SIZES, AsyncCopy
 from tunehub.targets.cuda.schedule.blocks import (
     FALLBACK_THREADS,
-    all_of,
     bind,
     covers,
     div,

@@ -66,6 +66,7 @@ from tunehub.compiler.loop import (
     Stmt,
     Store,
     add,
+    all_of,
     as_expr,
     ceildiv,
     const,
@@ -81,7 +82,7 @@ from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import capability
 from tunehub.targets.cuda.loop import CORE_ROW_BYTES, AsyncCopy, Mbarrier, SharedMatrix, Wgmma
-from tunehub.targets.cuda.schedule.blocks import WARP, all_of, covers, div, equal, guard, less, mod
+from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, equal, guard, less, mod
 from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, staged
 

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Expr, Load
-from tunehub.compiler.loop import Barrier, Decl, For, Stmt, Store, add, const, mul, seq, var
+from tunehub.compiler.loop import Barrier, Decl, For, Stmt, Store, add, all_of, const, mul, seq, var
 from tunehub.compiler.schedule.stage import Context, nest
 from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import ASYNC_COPY, capability
 from tunehub.targets.cuda.loop import Wmma
-from tunehub.targets.cuda.schedule.blocks import WARP, all_of, covers, div, guard, less, mod
+from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, guard, less, mod
 from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, raw
 
