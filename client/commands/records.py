@@ -32,6 +32,13 @@ _DB_OPTION = click.option("--db", "db_url", help=LOCAL_DB_HELP)
 _TOKEN_OPTION = click.option(
     "--token", envvar=TOKEN_ENV, help=f"An admin API token (default: ${TOKEN_ENV})."
 )
+_WORKLOADS_OPTION = click.option(
+    "--workload",
+    "prefixes",
+    multiple=True,
+    metavar="KEY",
+    help="Only this workload (its key or a prefix of it; repeatable). Default: every one.",
+)
 
 
 @click.group()
@@ -40,13 +47,7 @@ def records() -> None:
 
 
 @records.command("export")
-@click.option(
-    "--workload",
-    "prefixes",
-    multiple=True,
-    metavar="KEY",
-    help="Only this workload (its key or a prefix of it; repeatable). Default: every one.",
-)
+@_WORKLOADS_OPTION
 @click.option(
     "-o",
     "--output",
@@ -111,13 +112,7 @@ def import_(file: Path, server: str | None, token: str | None, db_url: str | Non
     help=f"The tunehub server to send to (or ${SERVER_ENV}).",
 )
 @_TOKEN_OPTION
-@click.option(
-    "--workload",
-    "prefixes",
-    multiple=True,
-    metavar="KEY",
-    help="Only this workload (its key or a prefix of it; repeatable). Default: every one.",
-)
+@_WORKLOADS_OPTION
 @_DB_OPTION
 def push(server: str, token: str | None, prefixes: tuple[str, ...], db_url: str | None) -> None:
     """Send this machine's tunings (every record of the local database) to a server, which
