@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from alembic import context
 from alembic.autogenerate.api import AutogenContext
-from sqlalchemy import JSON, Connection, Engine, create_engine, event, pool, text
+from sqlalchemy import JSON, Connection, Engine, create_engine, event, make_url, pool, text
 
 from tunehub.server.db.models import Base, UTCDateTime
 from tunehub.server.settings import get_settings
@@ -19,6 +19,7 @@ from tunehub.server.settings import get_settings
 # An arbitrary constant: the PostgreSQL advisory lock that serializes concurrent migrations
 # (the API and the tuner may both start at once against a fresh database).
 _MIGRATION_LOCK_ID = 0x7475_6E65
+_SQLITE_LOCK_WAIT_S = 120.0
 
 
 def _database_url() -> str:
@@ -55,21 +56,27 @@ def run_migrations_offline() -> None:
 def _sqlite_transactional_ddl(engine: Engine) -> None:
     # Python's sqlite3 commits before every DDL statement by default; taking over BEGIN makes
     # a migration atomic (a failed one leaves the old schema, not half of the new one) and
-    # costs one fsync instead of one per statement.
+    # costs one fsync instead of one per statement. IMMEDIATE takes the write lock before
+    # Alembic reads the current revision: processes migrating one file at once take turns,
+    # and the later ones find it migrated (a deferred BEGIN let two read, then one of them
+    # failed with "database is locked" when both tried to write).
     @event.listens_for(engine, "connect")
     def _manual_transactions(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def run_migrations_online() -> None:
     # A plain engine without the service's SQLite pragmas: with foreign keys off, SQLite batch
     # migrations can copy and rename tables.
-    engine = create_engine(_database_url(), poolclass=pool.NullPool)
-    sqlite = engine.dialect.name == "sqlite"
+    url = make_url(_database_url())
+    sqlite = url.get_backend_name() == "sqlite"
+    # SQLite: how long a migrator waits for another one's lock (sqlite3's default is 5 s).
+    connect_args = {"timeout": _SQLITE_LOCK_WAIT_S} if sqlite else {}
+    engine = create_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
     if sqlite:
         _sqlite_transactional_ddl(engine)
     with engine.connect() as connection:
