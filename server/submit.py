@@ -104,10 +104,12 @@ def submit_tuning(
                 # It may have expired during a stall; whoever holds it now keeps it.
                 with suppress(LockError):
                     lock.release()
-        # Another submission of this workload is queuing it: join it once committed.
-        if time.monotonic() > deadline:
-            raise Unavailable(f"workload {key}: another submission has held it for too long")
-        time.sleep(SUBMIT_POLL_S)
+        # Another submission of this workload is queuing it: wait until it has committed
+        # (watching Redis only: a waiter holds no database connection), then join it.
+        while redis.exists(submit_lock_key(key)):
+            if time.monotonic() > deadline:
+                raise Unavailable(f"workload {key}: another submission has held it too long")
+            time.sleep(SUBMIT_POLL_S)
 
 
 def _join_or_answer(
@@ -227,7 +229,7 @@ def resolve_target(redis: Redis | None, target: Target) -> Target:
     if target.complete or redis is None:
         return target
     try:
-        return RQExecutor(redis).resolve(target)
+        return RQExecutor(redis, wait_for_redis=False).resolve(target)
     except ValueError:  # no living worker of this kind (yet)
         return target
 

@@ -88,6 +88,8 @@ class RQExecutor(Executor):
     """Sends candidates to the worker daemons listening on `redis` (which it does not close).
 
     `retries` counts the jobs sent again after an infrastructure failure, for monitoring.
+    `wait_for_redis` False raises RedisError at once instead of waiting (the API, which
+    answers 503 rather than keep a request waiting).
     """
 
     def __init__(
@@ -97,8 +99,10 @@ class RQExecutor(Executor):
         max_attempts: int = MAX_ATTEMPTS,
         poll_s: float = 0.1,
         worker_wait_s: float = 300.0,
+        wait_for_redis: bool = True,
     ) -> None:
         self.redis = redis
+        self.wait_for_redis = wait_for_redis
         self.max_attempts = max_attempts
         self.poll_s = poll_s
         self.worker_wait_s = worker_wait_s
@@ -146,6 +150,8 @@ class RQExecutor(Executor):
                 try:
                     self._advance(pending)
                 except RedisError as exc:
+                    if not self.wait_for_redis:
+                        raise
                     self._outage.failed(exc)  # logged once; the next `_advance` recovers
                     continue
                 if any(f.result is None for f in pending):
@@ -187,6 +193,8 @@ class RQExecutor(Executor):
             try:
                 workers = list_workers(self.redis)
             except RedisError as exc:
+                if not self.wait_for_redis:
+                    raise
                 self._outage.failed(exc)
                 continue
             if not self._outage.ok():
