@@ -6,6 +6,8 @@ Alembic CLI gets the tunehub settings' `database_url`.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from logging.config import fileConfig
 from typing import Any, Literal
 
@@ -63,10 +65,27 @@ def _sqlite_transactional_ddl(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _manual_transactions(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+        _write_ahead_log(dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _write_ahead_log(dbapi_connection: Any) -> None:
+    """Switch the file to WAL (it stays so) before anyone else reads it: the service's
+    connections then never find it in the middle of the switch, which SQLite answers with
+    "database is locked" at once, without waiting. The switch itself is retried for the same
+    reason."""
+    deadline = time.monotonic() + _SQLITE_LOCK_WAIT_S
+    while True:
+        try:
+            dbapi_connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def run_migrations_online() -> None:

@@ -88,14 +88,23 @@ def requeue_orphan(s: Session, tuning: Tuning) -> bool:
     return cast(CursorResult[Any], s.execute(statement)).rowcount > 0
 
 
-def claim_next(s: Session, owner_name: str, *, scan: int = 8) -> Lease | None:
+def claim_next(sessions: sessionmaker[Session], owner_name: str, *, scan: int = 8) -> Lease | None:
     """Claim the oldest claimable unit for a tuner named `owner_name` and return its lease;
     None when there is nothing to run. Safe against tuners claiming at once: the UPDATE's
-    condition is checked again by the database, so exactly one of them gets each unit."""
-    now = utcnow()
-    candidates = s.execute(
-        select(Tuning.id, Tuning.group_id).where(_claimable(now)).order_by(Tuning.id).limit(scan)
-    ).all()
+    condition is checked again by the database, so exactly one of them gets each unit.
+
+    The candidates are read in a transaction of their own, and each claim is a transaction
+    that starts with its UPDATE: on SQLite a transaction that reads and then writes fails at
+    once ("database is locked") when another connection wrote in between, while one that
+    starts by writing waits its turn.
+    """
+    with session_scope(sessions) as s:
+        candidates = s.execute(
+            select(Tuning.id, Tuning.group_id)
+            .where(_claimable(utcnow()))
+            .order_by(Tuning.id)
+            .limit(scan)
+        ).all()
     seen: set[tuple[str, int]] = set()
     for tuning_id, group_id in candidates:
         key = ("group", group_id) if group_id is not None else ("tuning", tuning_id)
@@ -104,16 +113,18 @@ def claim_next(s: Session, owner_name: str, *, scan: int = 8) -> Lease | None:
         seen.add(key)
         owner = f"{owner_name}/{uuid.uuid4().hex[:12]}"
         member = Tuning.group_id == group_id if group_id is not None else Tuning.id == tuning_id
-        statement = (
-            update(Tuning)
-            .where(member, _claimable(now))
-            .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=LEASE_TTL_S))
-            .execution_options(synchronize_session=False)
-        )
-        if cast(CursorResult[Any], s.execute(statement)).rowcount == 0:
-            continue  # another tuner was first
-        ids = s.scalars(select(Tuning.id).where(Tuning.lease_owner == owner).order_by(Tuning.id))
-        return Lease(owner, Unit(tuple(ids), group_id))
+        now = utcnow()
+        with session_scope(sessions) as s:
+            statement = (
+                update(Tuning)
+                .where(member, _claimable(now))
+                .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=LEASE_TTL_S))
+                .execution_options(synchronize_session=False)
+            )
+            if cast(CursorResult[Any], s.execute(statement)).rowcount == 0:
+                continue  # another tuner was first
+            query = select(Tuning.id).where(Tuning.lease_owner == owner).order_by(Tuning.id)
+            return Lease(owner, Unit(tuple(s.scalars(query)), group_id))
     return None
 
 
@@ -140,12 +151,17 @@ class Lease:
         return cast(CursorResult[Any], s.execute(statement)).rowcount > 0
 
     def check(self, s: Session, tuning_id: int) -> None:
-        """In the transaction that stores a batch of `tuning_id`: renew the lease, or raise
-        LeaseLost (rolling the batch back) if another tuner holds the tuning now."""
-        held = s.scalar(select(Tuning.lease_owner).where(Tuning.id == tuning_id))
-        if held != self.owner:
-            raise LeaseLost(f"tuning {tuning_id} is held by {held or 'nobody'} now")
-        self.renew(s)
+        """In the transaction that stores a batch of `tuning_id`, as its first statement:
+        renew the lease, or raise LeaseLost (rolling the batch back) if another tuner holds
+        the tuning now."""
+        statement = (
+            update(Tuning)
+            .where(Tuning.id == tuning_id, Tuning.lease_owner == self.owner)
+            .values(lease_expires_at=utcnow() + timedelta(seconds=LEASE_TTL_S))
+            .execution_options(synchronize_session=False)
+        )
+        if cast(CursorResult[Any], s.execute(statement)).rowcount == 0:
+            raise LeaseLost(f"tuning {tuning_id} is held by another tuner now")
 
     def release(self, s: Session, *, requeue: bool = False) -> None:
         """Give the tunings back: the lease cleared and, with `requeue`, running ones queued

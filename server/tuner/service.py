@@ -132,8 +132,7 @@ def run_tuner_daemon(redis_url: str, *, name: str | None = None, burst: bool = F
     try:
         while not stop.is_set():
             try:
-                with session_scope(sessions) as s:
-                    lease = claim_next(s, name[:100])
+                lease = claim_next(sessions, name[:100])
             except OperationalError as exc:
                 database.failed(exc)
                 continue

@@ -68,10 +68,9 @@ def test_a_tuner_claims_a_group_as_one_unit_and_a_tuning_alone(
             trials=1,
             strategy="random",
         )
-    with session_scope(sessions) as s:
-        first = claim_next(s, "tuner-a")
-        second = claim_next(s, "tuner-b")
-        assert claim_next(s, "tuner-c") is None  # both held
+    first = claim_next(sessions, "tuner-a")
+    second = claim_next(sessions, "tuner-b")
+    assert claim_next(sessions, "tuner-c") is None  # both held
     assert first is not None and first.unit == Unit(tuple(members), group_id)
     assert second is not None and second.unit == Unit((single,))
     assert first.owner.startswith("tuner-a/") and second.owner.startswith("tuner-b/")
@@ -95,9 +94,9 @@ def test_a_tuner_process_that_dies_fails_only_the_unfinished_members(
     sessions: sessionmaker[Session],
 ) -> None:
     _, done, running = queue_group(sessions, Target(kind="cpu"), 1, 8)
+    lease = claim_next(sessions, "tuner")
+    assert lease is not None
     with session_scope(sessions) as s:
-        lease = claim_next(s, "tuner")
-        assert lease is not None
         store.update_tuning(s, done, status=TuningStatus.DONE)
         store.update_tuning(s, running, status=TuningStatus.RUNNING)
     settle(sessions, lease, -9, stopping=False)
@@ -111,9 +110,9 @@ def test_a_stopping_tuner_hands_its_unfinished_tunings_back(
     sessions: sessionmaker[Session],
 ) -> None:
     group_id, done, running = queue_group(sessions, Target(kind="cpu"), 1, 8)
+    lease = claim_next(sessions, "tuner")
+    assert lease is not None
     with session_scope(sessions) as s:
-        lease = claim_next(s, "tuner")
-        assert lease is not None
         store.update_tuning(s, done, status=TuningStatus.DONE)
         store.update_tuning(s, running, status=TuningStatus.RUNNING)
     settle(sessions, lease, -9, stopping=True)
@@ -121,6 +120,5 @@ def test_a_stopping_tuner_hands_its_unfinished_tunings_back(
         (TuningStatus.DONE, None),
         (TuningStatus.QUEUED, None),
     ]
-    with session_scope(sessions) as s:
-        again = claim_next(s, "another")
+    again = claim_next(sessions, "another")
     assert again is not None and again.unit == Unit((running,), group_id)
