@@ -290,7 +290,7 @@ def _serve(redis: Redis, queues: Sequence[str], name: str, burst: bool, outage: 
         else:
             if burst:
                 return
-        if rq_worker._stop_requested:
+        if rq_worker._shutdown_requested_date is not None:  # SIGTERM/SIGINT: RQ's warm stop
             return
         outage.call(redis.ping)
 
