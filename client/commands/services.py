@@ -116,8 +116,8 @@ def demo(
 
 @click.command()
 @click.option("--redis", "redis_url", envvar="TUNEHUB_REDIS_URL", help="Redis URL.")
-@click.option("--name", help="RQ worker name (default: random).")
-@click.option("--burst", is_flag=True, help="Quit when the queue is empty.")
+@click.option("--name", help="Tuner name (default: host-pid-tuner).")
+@click.option("--burst", is_flag=True, help="Quit when no tuning is queued.")
 def tuner(redis_url: str | None, name: str | None, burst: bool) -> None:
     """Run queued tunings: the tuner daemon (needs TUNEHUB_DATABASE_URL and Redis)."""
     from tunehub.server.tuner.service import run_tuner_daemon
