@@ -13,7 +13,7 @@ from tunehub.schemas.record import TuningStatus
 from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
 
-TRIALS = 16  # two batches of eight
+TRIALS = 12  # a batch of eight, then four
 
 
 def test_a_redis_restart_mid_tuning_costs_no_daemon_and_no_trial(

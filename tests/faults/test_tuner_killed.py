@@ -15,7 +15,7 @@ from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
 from tunehub.server.tuner.lease import LEASE_TTL_S
 
-TRIALS = 16
+TRIALS = 12
 
 
 def lease_owner(sessions: sessionmaker[Session], tuning_id: int) -> str | None:
