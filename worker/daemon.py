@@ -257,8 +257,7 @@ def run_worker(
         },
     )
     # RQ installs its own handlers when `work` starts; a signal before that still unregisters.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _exit_on_signal)
+    _exit_on_signals()
     outage = Outage("Redis", log, (RedisError,))
     try:
         outage.call(lambda: claim_name(redis, name))
@@ -286,13 +285,24 @@ def _serve(redis: Redis, queues: Sequence[str], name: str, burst: bool, outage: 
             redis.delete(rq_worker.key)
             rq_worker.work(burst=burst, logging_level=level)
         except RedisError as exc:
+            _exit_on_signals()  # RQ's handlers would ask a worker that is gone
             outage.failed(exc)
         else:
+            _exit_on_signals()
             if burst:
                 return
+            if rq_worker._shutdown_requested_date is None:
+                # RQ quit on an error it logged: start again, but not in a tight loop.
+                log.warning("RQ's work loop ended; starting it again")
+                time.sleep(BACKOFF_MAX_S)
         if rq_worker._shutdown_requested_date is not None:  # SIGTERM/SIGINT: RQ's warm stop
             return
         outage.call(redis.ping)
+
+
+def _exit_on_signals() -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_on_signal)
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
