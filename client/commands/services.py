@@ -124,7 +124,10 @@ def tuner(redis_url: str | None, name: str | None, burst: bool) -> None:
     from tunehub.worker.daemon import DEFAULT_REDIS_URL
 
     _log_to_stderr()
-    run_tuner_daemon(redis_url or DEFAULT_REDIS_URL, name=name, burst=burst)
+    try:
+        run_tuner_daemon(redis_url or DEFAULT_REDIS_URL, name=name, burst=burst)
+    except ValueError as exc:  # the name is taken by a living tuner
+        raise UserError(str(exc)) from exc
 
 
 @click.command()
