@@ -332,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _targets_of(names: Sequence[str]) -> list[Target]:
     """The targets of build/measure queue names; ValueError for any other name (a worker has
-    no database credentials, so it cannot serve the tuner queue)."""
+    no database credentials, so it cannot run tunings)."""
     targets: list[Target] = []
     for name in names:
         parsed = parse_queue(name)
