@@ -92,9 +92,13 @@ def run_group(group_id: int, *, settings: Settings | None = None) -> list[Tuning
 
 
 def living_tuners(redis: Redis) -> list[str]:
-    """The names of the tuner daemons whose registration is alive."""
+    """The names of the tuner daemons whose registration is alive; the names of dead ones are
+    pruned."""
     names = sorted(n.decode() if isinstance(n, bytes) else n for n in redis.smembers(TUNERS_KEY))
-    return [name for name in names if redis.exists(tuner_key(name))]
+    living = [name for name in names if redis.exists(tuner_key(name))]
+    if dead := set(names) - set(living):
+        redis.srem(TUNERS_KEY, *dead)
+    return living
 
 
 def run_tuner_daemon(redis_url: str, *, name: str | None = None, burst: bool = False) -> None:
