@@ -6,12 +6,14 @@ Alembic CLI gets the tunehub settings' `database_url`.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from logging.config import fileConfig
 from typing import Any, Literal
 
 from alembic import context
 from alembic.autogenerate.api import AutogenContext
-from sqlalchemy import JSON, Connection, Engine, create_engine, event, pool, text
+from sqlalchemy import JSON, Connection, Engine, create_engine, event, make_url, pool, text
 
 from tunehub.server.db.models import Base, UTCDateTime
 from tunehub.server.settings import get_settings
@@ -19,6 +21,7 @@ from tunehub.server.settings import get_settings
 # An arbitrary constant: the PostgreSQL advisory lock that serializes concurrent migrations
 # (the API and the tuner may both start at once against a fresh database).
 _MIGRATION_LOCK_ID = 0x7475_6E65
+_SQLITE_LOCK_WAIT_S = 120.0
 
 
 def _database_url() -> str:
@@ -55,21 +58,44 @@ def run_migrations_offline() -> None:
 def _sqlite_transactional_ddl(engine: Engine) -> None:
     # Python's sqlite3 commits before every DDL statement by default; taking over BEGIN makes
     # a migration atomic (a failed one leaves the old schema, not half of the new one) and
-    # costs one fsync instead of one per statement.
+    # costs one fsync instead of one per statement. IMMEDIATE takes the write lock before
+    # Alembic reads the current revision: processes migrating one file at once take turns,
+    # and the later ones find it migrated (a deferred BEGIN let two read, then one of them
+    # failed with "database is locked" when both tried to write).
     @event.listens_for(engine, "connect")
     def _manual_transactions(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
+        _write_ahead_log(dbapi_connection)
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _write_ahead_log(dbapi_connection: Any) -> None:
+    """Switch the file to WAL (it stays so) before anyone else reads it: the service's
+    connections then never find it in the middle of the switch, which SQLite answers with
+    "database is locked" at once, without waiting. The switch itself is retried for the same
+    reason."""
+    deadline = time.monotonic() + _SQLITE_LOCK_WAIT_S
+    while True:
+        try:
+            dbapi_connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def run_migrations_online() -> None:
     # A plain engine without the service's SQLite pragmas: with foreign keys off, SQLite batch
     # migrations can copy and rename tables.
-    engine = create_engine(_database_url(), poolclass=pool.NullPool)
-    sqlite = engine.dialect.name == "sqlite"
+    url = make_url(_database_url())
+    sqlite = url.get_backend_name() == "sqlite"
+    # SQLite: how long a migrator waits for another one's lock (sqlite3's default is 5 s).
+    connect_args = {"timeout": _SQLITE_LOCK_WAIT_S} if sqlite else {}
+    engine = create_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
     if sqlite:
         _sqlite_transactional_ddl(engine)
     with engine.connect() as connection:

@@ -208,7 +208,8 @@ class TuningView(_View):
 class Submission(TuningView):
     """The answer to `POST /v1/tunings`, with what the server did about the request:
 
-    - `created`: a new tuning was queued (202);
+    - `created`: a tuning was queued (202): a new one, or a failed or cancelled one of the same
+      task and budget, resumed;
     - `joined`: the same workload, target and symbols were already queued or running, and that
       tuning is returned (202);
     - `cached`: the database already holds at least `trials` measurements of them, so no new

@@ -13,9 +13,8 @@ the tuning in progress) to SIGKILL, and ends by killing whatever is left in each
 session (an RQ work horse, a measuring child), so nothing outlives the stack. Children also
 get SIGTERM if this process dies without stopping them (Linux's parent-death signal).
 
-A private Redis is gone with the stack, and with it the jobs of the tunings it held: those
-tunings are marked cancelled in the database (submitting them again resumes them from their
-records), so none stays "running" forever for later submissions to join.
+The tuner hands a tuning in progress back to the queue when it stops; the queue is the
+database, so the next stack on the same database resumes it from its records.
 """
 
 from __future__ import annotations
@@ -41,15 +40,10 @@ from typing import Self
 import httpx
 from redis import Redis
 from redis.exceptions import RedisError
-from rq import Queue, Worker
-from rq.registry import StartedJobRegistry
 
-from tunehub.schemas.record import TuningStatus
-from tunehub.server.db import store
-from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.tuner.service import tuner_job_id
+from tunehub.server.db.session import migrate
+from tunehub.server.tuner.service import living_tuners
 from tunehub.worker.daemon import list_workers
-from tunehub.worker.queues import TUNER_QUEUE
 
 READY_TIMEOUT_S = 60.0
 # Each stop step waits this long before escalating; over a second, because RQ ignores a
@@ -250,8 +244,6 @@ class Stack:
         process behind, and it takes seconds at most."""
         with _signals_ignored():
             stop_all([p for p in (self.tuner, *self.workers) if p is not None])
-            if self.private_redis and self.redis is not None and self.redis.alive():
-                self._cancel_orphaned_tunings()
             stop_all([p for p in (self.api,) if p is not None])
             stop_all([p for p in (self.redis,) if p is not None])
 
@@ -337,7 +329,7 @@ class Stack:
                 name = self._name("tuner")
 
                 def tuner_registered() -> bool:
-                    return any(w.name == name for w in Worker.all(connection=redis))
+                    return name in living_tuners(redis)
 
                 self._until(deadline, "the tuner", tuner_registered)
             self._until(deadline, "the workers to register", lambda: self._workers_ready(redis))
@@ -361,34 +353,6 @@ class Stack:
             if time.monotonic() > deadline:
                 raise StackError(f"timed out waiting for {what}; logs in {self.config.log_dir}")
             time.sleep(0.1)
-
-    # Stopping
-
-    def _cancel_orphaned_tunings(self) -> None:
-        """Cancel the tunings whose jobs were in the private Redis, which is about to go."""
-        try:
-            with Redis.from_url(self.redis_url) as redis:
-                job_ids = set(Queue(TUNER_QUEUE, connection=redis).get_job_ids())
-                job_ids |= set(StartedJobRegistry(TUNER_QUEUE, connection=redis).get_job_ids())
-        except RedisError:
-            return
-        engine = make_engine(self.config.database_url)
-        try:
-            with session_scope(session_factory(engine)) as s:
-                orphaned = [
-                    tuning.id
-                    for status in store.ACTIVE_TUNING_STATUSES
-                    for tuning in store.list_tunings(s, status=status, limit=10_000)
-                    if tuner_job_id(tuning) in job_ids
-                ]
-                store.move_tunings(
-                    s,
-                    orphaned,
-                    TuningStatus.CANCELLED,
-                    error="interrupted: the standalone service stopped (submit it again to resume)",
-                )
-        finally:
-            engine.dispose()
 
 
 @contextlib.contextmanager

@@ -7,29 +7,37 @@
               it stays incomplete, queued as it is; the tuner completes it when it starts
               (`RQExecutor.resolve`), and fails the tuning if there is still no worker then.
     join:     a tuning of the same workload, target and symbols already queued or running is
-              returned instead of measuring the same candidates twice ("joined");
+              returned instead of measuring the same candidates twice ("joined"); one whose
+              tuner died (its lease expired) is queued again first, for a living tuner;
     answer:   if the database already holds at least `trials` measurements of them, nothing
               runs: a tuning is recorded as done at once, with the best so far ("cached");
-    queue:    otherwise a new tuning is created, committed, then put on the tuner queue
-              ("created"). Queuing needs Redis; without it the request is `Unavailable`.
+    queue:    otherwise a failed or cancelled tuning of them with the same budget is queued
+              again, to resume where it stopped (its records count toward the budget), or a
+              new tuning is created ("created"). The committed row is the tuners' queue
+              (`server.tuner.lease`). Queuing needs Redis (the workers do); without it the
+              request is `Unavailable`.
 
 A tuning group (`submit_group`) is validated task by task, then queued as a whole: one
-tuning per task and one tuner job for all of them. It never joins or answers from the database
+tuning per task, run by one tuner on one budget. It never joins or answers from the database
 (see `submit_group`).
 
 Two API processes could both find no active tuning and both create one; a Redis lock per
-workload (held from the check to the commit) makes the check and the creation one step.
+workload (held from the check to the commit) makes the check and the creation one step. The
+check is made first without it: concurrent submissions of one workload join the tuning the
+first one queues, waiting for it rather than being refused, and only a dependency that is
+down makes a submission `Unavailable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Literal
 
 from redis import Redis
-from redis.exceptions import LockError, RedisError
+from redis.exceptions import LockError
 from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.compiler import search
@@ -45,13 +53,16 @@ from tunehub.server.db.models import Tuning, TuningGroup
 from tunehub.server.db.session import session_scope
 from tunehub.server.errors import Conflict, InvalidRequest, Unavailable
 from tunehub.server.tuner import register_tuning, resolve_symbols
+from tunehub.server.tuner.lease import alive, requeue_orphan
 from tunehub.server.tuner.rq_executor import RQExecutor
-from tunehub.server.tuner.service import enqueue_group, enqueue_tuning
 from tunehub.worker.queues import submit_lock_key
 
-# How long one submission may hold its workload's lock, and wait for it.
+# How long one submission may hold its workload's lock; how long another waits for it (a
+# submission holds it for one short transaction: only a stalled database makes this run out),
+# and how often it looks again meanwhile.
 SUBMIT_LOCK_TTL_S = 30
-SUBMIT_LOCK_WAIT_S = 10
+SUBMIT_WAIT_S = 60
+SUBMIT_POLL_S = 0.02
 
 Outcome = Literal["created", "joined", "cached"]
 
@@ -74,37 +85,87 @@ def submit_tuning(
     _check_strategy(request.strategy)
     key, symbols = _validate_task(request.task, request.symbols)
     target = resolve_target(redis, request.target)
-    with _workload_locks(redis, [key]):
+    deadline = time.monotonic() + SUBMIT_WAIT_S
+    while True:
         with session_scope(sessions) as s:
-            stored = store.workload_symbols(s, key, symbols)
-            active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
-            if active is not None:
-                return Submitted(active.id, "joined")
-            measured = store.count_records(s, workload_key=key, target=target, symbols=stored)
-            if redis is None and measured < request.trials:
-                raise _no_redis("tunings")
-            tuning_id = register_tuning(
-                s,
-                signature=request.task,
-                target=target,
-                symbols=symbols,
-                trials=request.trials,
-                strategy=request.strategy,
-                time_limit_s=request.time_limit_s,
-            )
-            if measured >= request.trials:
-                best = store.best_record(s, workload_key=key, target=target, symbols=stored)
-                store.update_tuning(
-                    s,
-                    tuning_id,
-                    status=TuningStatus.DONE,
-                    best_record_id=best.id if best is not None else None,
-                )
-                return Submitted(tuning_id, "cached")
-        # Queued only once committed: a tuner that picks it up at once must find the row.
-        assert redis is not None
-        _enqueue(sessions, [tuning_id], lambda: enqueue_tuning(redis, tuning_id), "the tuning")
-    return Submitted(tuning_id, "created")
+            answered = _join_or_answer(s, request, key, symbols, target)
+        if answered is not None:
+            return answered
+        if redis is None:
+            raise _no_redis("tunings")
+        lock = redis.lock(submit_lock_key(key), timeout=SUBMIT_LOCK_TTL_S)
+        if lock.acquire(blocking=False):
+            try:
+                with session_scope(sessions) as s:
+                    return _join_or_answer(s, request, key, symbols, target) or _queue(
+                        s, request, key, symbols, target
+                    )
+            finally:
+                # It may have expired during a stall; whoever holds it now keeps it.
+                with suppress(LockError):
+                    lock.release()
+        # Another submission of this workload is queuing it: wait until it has committed
+        # (watching Redis only: a waiter holds no database connection), then join it.
+        while redis.exists(submit_lock_key(key)):
+            if time.monotonic() > deadline:
+                raise Unavailable(f"workload {key}: another submission has held it too long")
+            time.sleep(SUBMIT_POLL_S)
+
+
+def _join_or_answer(
+    s: Session, request: TuningRequest, key: str, symbols: dict[str, int], target: Target
+) -> Submitted | None:
+    """The living tuning of this task to join (an orphaned one is queued again first: its
+    tuner died), or the answer from the records already stored; None when neither."""
+    stored = store.workload_symbols(s, key, symbols)
+    active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
+    if active is not None:
+        if not alive(active):
+            requeue_orphan(s, active)
+        return Submitted(active.id, "joined")
+    measured = store.count_records(s, workload_key=key, target=target, symbols=stored)
+    if measured < request.trials:
+        return None
+    tuning_id = _register(s, request, symbols, target)
+    best = store.best_record(s, workload_key=key, target=target, symbols=stored)
+    store.update_tuning(
+        s,
+        tuning_id,
+        status=TuningStatus.DONE,
+        best_record_id=best.id if best is not None else None,
+    )
+    return Submitted(tuning_id, "cached")
+
+
+def _queue(
+    s: Session, request: TuningRequest, key: str, symbols: dict[str, int], target: Target
+) -> Submitted:
+    """Queue the task (under its workload's lock): the failed or cancelled tuning of it with
+    the same budget resumes where it stopped (its records count), else a new one is created.
+    The committed row is the tuners' queue."""
+    stored = store.workload_symbols(s, key, symbols)
+    stopped = store.find_resumable_tuning(
+        s, workload_key=key, target=target, symbols=stored, trials=request.trials
+    )
+    if stopped is not None:
+        store.move_tunings(
+            s, [stopped.id], TuningStatus.QUEUED, only_from=store.FINISHED_TUNING_STATUSES
+        )
+        stopped.error = None
+        return Submitted(stopped.id, "created")
+    return Submitted(_register(s, request, symbols, target), "created")
+
+
+def _register(s: Session, request: TuningRequest, symbols: dict[str, int], target: Target) -> int:
+    return register_tuning(
+        s,
+        signature=request.task,
+        target=target,
+        symbols=symbols,
+        trials=request.trials,
+        strategy=request.strategy,
+        time_limit_s=request.time_limit_s,
+    )
 
 
 def submit_group(
@@ -137,40 +198,34 @@ def submit_group(
     if redis is None:
         raise _no_redis("tuning groups")
     target = resolve_target(redis, request.target)
-    with _workload_locks(redis, [key for key, _ in planned]):
-        with session_scope(sessions) as s:
-            for i, (key, symbols) in enumerate(planned):
-                stored = store.workload_symbols(s, key, symbols)
-                active = store.find_active_tuning(
-                    s, workload_key=key, target=target, symbols=stored
+    with _workload_locks(redis, [key for key, _ in planned]), session_scope(sessions) as s:
+        for i, (key, symbols) in enumerate(planned):
+            stored = store.workload_symbols(s, key, symbols)
+            active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
+            if active is not None:
+                raise Conflict(
+                    f"tasks[{i}]: tuning {active.id} of the same workload, target and "
+                    f"symbols is {active.status}; submit the group when it has ended"
                 )
-                if active is not None:
-                    raise Conflict(
-                        f"tasks[{i}]: tuning {active.id} of the same workload, target and "
-                        f"symbols is {active.status}; submit the group when it has ended"
-                    )
-            group_id = store.create_group(
+        group_id = store.create_group(
+            s,
+            target=target,
+            strategy=request.strategy,
+            trials=request.trials,
+            time_limit_s=request.time_limit_s,
+        ).id
+        for task, (_, symbols) in zip(request.tasks, planned, strict=True):
+            register_tuning(
                 s,
+                signature=task.task,
                 target=target,
-                strategy=request.strategy,
+                symbols=symbols,
                 trials=request.trials,
+                strategy=request.strategy,
+                group_id=group_id,
+                weight=task.weight,
                 time_limit_s=request.time_limit_s,
-            ).id
-            tuning_ids = [
-                register_tuning(
-                    s,
-                    signature=task.task,
-                    target=target,
-                    symbols=symbols,
-                    trials=request.trials,
-                    strategy=request.strategy,
-                    group_id=group_id,
-                    weight=task.weight,
-                    time_limit_s=request.time_limit_s,
-                )
-                for task, (_, symbols) in zip(request.tasks, planned, strict=True)
-            ]
-        _enqueue(sessions, tuning_ids, lambda: enqueue_group(redis, group_id), "the group")
+            )
     return group_id
 
 
@@ -180,7 +235,7 @@ def resolve_target(redis: Redis | None, target: Target) -> Target:
     if target.complete or redis is None:
         return target
     try:
-        return RQExecutor(redis).resolve(target)
+        return RQExecutor(redis, wait_for_redis=False).resolve(target)
     except ValueError:  # no living worker of this kind (yet)
         return target
 
@@ -242,24 +297,6 @@ def _no_redis(what: str) -> Unavailable:
     )
 
 
-def _enqueue(
-    sessions: sessionmaker[Session],
-    tuning_ids: Sequence[int],
-    enqueue: Callable[[], str],
-    what: str,
-) -> None:
-    """Put committed tunings on the tuner queue; if Redis fails, they fail with the reason
-    (nobody would ever run them) and the request is Unavailable."""
-    try:
-        enqueue()
-    except RedisError as exc:
-        with session_scope(sessions) as s:
-            store.move_tunings(
-                s, tuning_ids, TuningStatus.FAILED, error=f"could not queue it: {exc}"
-            )
-        raise Unavailable(f"could not queue {what} (Redis: {exc})") from None
-
-
 @contextmanager
 def _workload_locks(redis: Redis | None, keys: Iterable[str]) -> Iterator[None]:
     """Hold the submission locks of workloads `keys`, taken in sorted order so that two
@@ -275,7 +312,10 @@ def _workload_locks(redis: Redis | None, keys: Iterable[str]) -> Iterator[None]:
 @contextmanager
 def _workload_lock(redis: Redis, key: str) -> Iterator[None]:
     lock = redis.lock(
-        submit_lock_key(key), timeout=SUBMIT_LOCK_TTL_S, blocking_timeout=SUBMIT_LOCK_WAIT_S
+        submit_lock_key(key),
+        timeout=SUBMIT_LOCK_TTL_S,
+        blocking_timeout=SUBMIT_WAIT_S,
+        sleep=SUBMIT_POLL_S,
     )
     if not lock.acquire():
         raise Unavailable(f"workload {key} is busy with another submission; try again")

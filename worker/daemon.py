@@ -17,6 +17,12 @@ Builds do not take it: they may run in parallel with each other (and with a meas
 A measuring slot (`worker.slots`: `tunehub worker --gpus`) is a daemon that sees one device
 alone and serves that device's kind: its lock is the device's, so each GPU measures in
 parallel with the others while two measurements never share a GPU.
+
+A Redis outage (a restart, a network cut) costs no daemon: the heartbeat keeps trying, the RQ
+loop is started again once Redis answers (`_serve`), and each logs one line when Redis goes
+and one when it is back (`outage.Outage`). A job in progress during the outage finishes; its
+result may be lost with a restarted Redis, and the tuner sends the candidate again. A name is
+free again WORKER_TTL_S after its daemon died (`claim_name`), RQ's own stale entry included.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +54,7 @@ from tunehub.schemas.target import Target
 from tunehub.worker import device, logs
 from tunehub.worker.backend import local_targets, worker_backend
 from tunehub.worker.jobs import CandidateRequest, CandidateResult, measure_candidate
+from tunehub.worker.outage import BACKOFF_MAX_S, Outage
 from tunehub.worker.queues import (
     WORKERS_KEY,
     measure_lock_key,
@@ -137,12 +144,16 @@ def measure_lock(redis: Redis, machine: str, ttl_s: float = LOCK_TTL_S) -> Itera
     lock.acquire(blocking=True)
     done = threading.Event()
 
+    outage = Outage("Redis (the measure lock)", log, (LockError, RedisError), done)
+
     def renew() -> None:
         while not done.wait(ttl_s / 3):
             try:
                 lock.reacquire()
             except (LockError, RedisError) as exc:
-                log.warning("could not renew the measure lock: %s", exc)
+                outage.failed(exc)
+            else:
+                outage.ok()
 
     renewer = threading.Thread(target=renew, name="measure-lock", daemon=True)
     renewer.start()
@@ -160,12 +171,22 @@ def measure_lock(redis: Redis, machine: str, ttl_s: float = LOCK_TTL_S) -> Itera
 class Registration:
     """This daemon's entry in the worker registry, kept alive by a heartbeat thread."""
 
-    def __init__(self, redis: Redis, fields: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        fields: Mapping[str, str],
+        *,
+        registry: str = WORKERS_KEY,
+        key_of: Callable[[str], str] = worker_key,
+    ) -> None:
         self.redis = redis
         self.name = fields["name"]
         self.fields: dict[FieldT, EncodableT] = {k: v for k, v in fields.items()}
+        # The registry's set of names and each name's hash: the workers', or the tuners'.
+        self.registry, self.key = registry, key_of(self.name)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+        self._outage = Outage(f"Redis (heartbeat of {self.name})", log, (RedisError,), self._stop)
 
     def start(self) -> None:
         self.write()  # before the first job, so the tuner never sees a job of a stranger
@@ -176,9 +197,9 @@ class Registration:
         comes back complete."""
         fields = {**self.fields, "last_heartbeat": str(time.time())}
         with self.redis.pipeline() as pipe:
-            pipe.hset(worker_key(self.name), mapping=fields)
-            pipe.expire(worker_key(self.name), WORKER_TTL_S)
-            pipe.sadd(WORKERS_KEY, self.name)
+            pipe.hset(self.key, mapping=fields)
+            pipe.expire(self.key, WORKER_TTL_S)
+            pipe.sadd(self.registry, self.name)
             pipe.execute()
 
     def stop(self) -> None:
@@ -187,8 +208,8 @@ class Registration:
             self._thread.join()
         try:
             with self.redis.pipeline() as pipe:
-                pipe.delete(worker_key(self.name))
-                pipe.srem(WORKERS_KEY, self.name)
+                pipe.delete(self.key)
+                pipe.srem(self.registry, self.name)
                 pipe.execute()
         except RedisError as exc:  # gone anyway once its TTL runs out
             log.warning("could not unregister: %s", exc)
@@ -198,7 +219,21 @@ class Registration:
             try:
                 self.write()
             except RedisError as exc:  # Redis restarting: keep trying, the TTL decides
-                log.warning("heartbeat failed: %s", exc)
+                self._outage.failed(exc)
+            else:
+                self._outage.ok()
+
+
+def claim_name(redis: Redis, name: str, key_of: Callable[[str], str] = worker_key) -> None:
+    """Wait until no living daemon is registered under `name` (`key_of(name)`): a dead one's
+    entry expires within WORKER_TTL_S of its last heartbeat, so a daemon restarted under its
+    name after a crash starts within seconds. ValueError if the name stays taken: a living
+    daemon holds it."""
+    deadline = time.monotonic() + WORKER_TTL_S + HEARTBEAT_S
+    while redis.exists(key_of(name)):
+        if time.monotonic() > deadline:
+            raise ValueError(f"a living daemon is registered as {name!r}: pick another --name")
+        time.sleep(0.2)
 
 
 def run_worker(
@@ -242,18 +277,53 @@ def run_worker(
             "started_at": now,
         },
     )
-    # The RQ worker has our name: a job's `worker_name` is then a key of the registry.
-    rq_worker = SimpleWorker(names, name=name, connection=redis)
     # RQ installs its own handlers when `work` starts; a signal before that still unregisters.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _exit_on_signal)
+    _exit_on_signals()
+    outage = Outage("Redis", log, (RedisError,))
     try:
-        registration.start()
+        outage.call(lambda: claim_name(redis, name))
+        outage.call(registration.start)
         log.info("worker %s serving %s", name, ", ".join(names))
-        rq_worker.work(burst=burst, logging_level=logging.getLevelName(log.getEffectiveLevel()))
+        _serve(redis, names, name, burst, outage)
     finally:
         registration.stop()
         redis.close()
+
+
+def _serve(redis: Redis, queues: Sequence[str], name: str, burst: bool, outage: Outage) -> None:
+    """RQ's work loop, started again after Redis failed under it: RQ rides out a refused
+    connection only while it waits for a job, and quits on one anywhere else (after a job,
+    in its maintenance), so each RQ worker here lives until a stop request, or an error."""
+    level = logging.getLevelName(log.getEffectiveLevel())
+    while True:
+        # The RQ worker has our name: a job's `worker_name` is then a key of the registry.
+        rq_worker = SimpleWorker(queues, name=name, connection=redis)
+        rq_worker.max_connection_wait_time = BACKOFF_MAX_S
+        try:
+            # RQ's entry of this name is stale: ours, from before an outage, or a dead
+            # predecessor's (`claim_name` waited for it to stop beating). RQ would refuse it
+            # for minutes ("There exists an active worker named ...").
+            redis.delete(rq_worker.key)
+            rq_worker.work(burst=burst, logging_level=level)
+        except RedisError as exc:
+            _exit_on_signals()  # RQ's handlers would ask a worker that is gone
+            outage.failed(exc)
+        else:
+            _exit_on_signals()
+            if burst:
+                return
+            if rq_worker._shutdown_requested_date is None:
+                # RQ quit on an error it logged: start again, but not in a tight loop.
+                log.warning("RQ's work loop ended; starting it again")
+                time.sleep(BACKOFF_MAX_S)
+        if rq_worker._shutdown_requested_date is not None:  # SIGTERM/SIGINT: RQ's warm stop
+            return
+        outage.call(redis.ping)
+
+
+def _exit_on_signals() -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_on_signal)
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
@@ -316,7 +386,7 @@ def serve(
 
 def _targets_of(names: Sequence[str]) -> list[Target]:
     """The targets of build/measure queue names; ValueError for any other name (a worker has
-    no database credentials, so it cannot serve the tuner queue)."""
+    no database credentials, so it cannot run tunings)."""
     targets: list[Target] = []
     for name in names:
         parsed = parse_queue(name)

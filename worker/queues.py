@@ -7,7 +7,6 @@ may build, while measurements on one machine must take turns (see `measure_lock_
 
     tunehub:build:cpu:x86_64-avx512     tunehub:measure:cpu:x86_64-avx512
     tunehub:build:cuda:sm_90            tunehub:measure:cuda:sm_90
-    tunehub:tuner                       (tuning jobs, served by `tunehub tuner`)
 
 RQ adds its own prefix to the Redis keys of queues (`rq:queue:<name>`); the other keys below
 are tunehub's own and are used as they are.
@@ -21,9 +20,10 @@ from enum import StrEnum
 from tunehub.schemas.target import Target
 
 PREFIX = "tunehub"
-TUNER_QUEUE = f"{PREFIX}:tuner"
 # A set of the names of registered workers; each one's details live at `worker_key(name)`.
 WORKERS_KEY = f"{PREFIX}:workers"
+# The same for tuner daemons (whose queue is the database: `server.tuner.lease`).
+TUNERS_KEY = f"{PREFIX}:tuners"
 
 
 class Phase(StrEnum):
@@ -67,6 +67,11 @@ def worker_key(name: str) -> str:
     return f"{PREFIX}:worker:{name}"
 
 
+def tuner_key(name: str) -> str:
+    """The hash of one registered tuner daemon (expires unless its heartbeat renews it)."""
+    return f"{PREFIX}:tuner:{name}"
+
+
 def submit_lock_key(workload_key: str) -> str:
     """The lock that makes an API's check for an active tuning and its creation one step, so
     two API processes never queue the same workload twice."""
@@ -77,13 +82,3 @@ def measure_lock_key(machine: str) -> str:
     """The lock a measurement holds on `machine` (a boot id: one per running kernel, shared by
     every container of a host), so concurrent timings do not measure each other."""
     return f"{PREFIX}:lock:measure:{machine}"
-
-
-def tuning_job_id(tuning_id: int) -> str:
-    """The RQ job id of a tuning: one id per tuning, so enqueueing it twice is harmless."""
-    return f"{PREFIX}-tuning-{tuning_id}"
-
-
-def group_job_id(group_id: int) -> str:
-    """The RQ job id of a tuning group, which runs all of its tunings on one budget."""
-    return f"{PREFIX}-group-{group_id}"

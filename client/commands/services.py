@@ -124,15 +124,18 @@ def demo(
 
 @click.command()
 @click.option("--redis", "redis_url", envvar="TUNEHUB_REDIS_URL", help="Redis URL.")
-@click.option("--name", help="RQ worker name (default: random).")
-@click.option("--burst", is_flag=True, help="Quit when the queue is empty.")
+@click.option("--name", help="Tuner name (default: host-pid-tuner).")
+@click.option("--burst", is_flag=True, help="Quit when no tuning is queued.")
 def tuner(redis_url: str | None, name: str | None, burst: bool) -> None:
     """Run queued tunings: the tuner daemon (needs TUNEHUB_DATABASE_URL and Redis)."""
     from tunehub.server.tuner.service import run_tuner_daemon
     from tunehub.worker.daemon import DEFAULT_REDIS_URL
 
     _log_to_stderr()
-    run_tuner_daemon(redis_url or DEFAULT_REDIS_URL, name=name, burst=burst)
+    try:
+        run_tuner_daemon(redis_url or DEFAULT_REDIS_URL, name=name, burst=burst)
+    except ValueError as exc:  # the name is taken by a living tuner
+        raise UserError(str(exc)) from exc
 
 
 @click.command()

@@ -19,6 +19,10 @@ from starlette.exceptions import HTTPException
 from tunehub.compiler.errors import SignatureError
 from tunehub.server.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
 
+# A 503 means a dependency is down: daemons ride out such outages in seconds, so clients may.
+RETRY_AFTER_S = 5
+_RETRY = {"Retry-After": str(RETRY_AFTER_S)}
+
 # A detail quotes user input at times (an unknown target, say): keep it readable.
 MAX_DETAIL_CHARS = 500
 
@@ -64,7 +68,9 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
 
 async def _service(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
-    return error_response(_STATUS[type(exc)], str(exc))
+    status_code = _STATUS[type(exc)]
+    headers = _RETRY if status_code == status.HTTP_503_SERVICE_UNAVAILABLE else None
+    return error_response(status_code, str(exc), headers)
 
 
 async def _signature(_: Request, exc: Exception) -> JSONResponse:
@@ -77,13 +83,15 @@ async def _http(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _redis(_: Request, exc: Exception) -> JSONResponse:
-    return error_response(status.HTTP_503_SERVICE_UNAVAILABLE, f"Redis is unavailable: {exc}")
+    return error_response(
+        status.HTTP_503_SERVICE_UNAVAILABLE, f"Redis is unavailable: {exc}", _RETRY
+    )
 
 
 async def _database(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OperationalError)
     return error_response(
-        status.HTTP_503_SERVICE_UNAVAILABLE, f"the database is unavailable: {exc.orig}"
+        status.HTTP_503_SERVICE_UNAVAILABLE, f"the database is unavailable: {exc.orig}", _RETRY
     )
 
 

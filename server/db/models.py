@@ -140,6 +140,9 @@ class Tuning(Base):
     best_record_id: Mapped[int | None] = mapped_column(ForeignKey("records.id", use_alter=True))
     group_id: Mapped[int | None] = mapped_column(ForeignKey("tuning_groups.id"), index=True)
     weight: Mapped[float | None] = mapped_column(Double)  # runs per model call, in its group
+    # The tuner running it, and until when it holds it unless it renews (`server.tuner.lease`).
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (
         Index("ix_tunings_lookup", "workload_key", "target", "symbols_key", "status"),

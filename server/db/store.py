@@ -199,6 +199,34 @@ def find_active_tuning(
     return s.scalars(query).first()
 
 
+def find_resumable_tuning(
+    s: Session,
+    *,
+    workload_key: str,
+    target: str | Target,
+    symbols: Mapping[str, Any],
+    trials: int,
+) -> Tuning | None:
+    """The newest failed or cancelled tuning of exactly this task and budget, outside any
+    group, with trials left: submitting the task again resumes it rather than starting a new
+    tuning, so the budget counts what it measured already."""
+    query = (
+        select(Tuning)
+        .where(
+            Tuning.workload_key == workload_key,
+            Tuning.target == str(target),
+            Tuning.symbols_key == canonical_json(dict(symbols)),
+            Tuning.status.in_((TuningStatus.FAILED, TuningStatus.CANCELLED)),
+            Tuning.group_id.is_(None),
+            Tuning.trials_requested == trials,
+            Tuning.trials_done < trials,
+        )
+        .order_by(Tuning.id.desc())
+        .limit(1)
+    )
+    return s.scalars(query).first()
+
+
 def update_tuning(
     s: Session,
     tuning_id: int,

@@ -1,6 +1,6 @@
 """Registering a tuning: the request checked for everything a tuning could fail on late, its
-workload stored and the tuning created in the database, queued; then the service puts it on
-the tuner queue (`server.submit`), or `tunehub tune` runs it at once.
+workload stored and the tuning created in the database, queued: the committed row is what a
+tuner daemon claims (`server.submit`, `server.tuner.lease`), or `tunehub tune` runs it at once.
 """
 
 from __future__ import annotations

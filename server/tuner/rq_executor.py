@@ -17,6 +17,10 @@ Two kinds of failure, never confused:
   lists every attempt, so that one candidate cannot stop a tuning.
 A queue that no living worker serves for `worker_wait_s` stops the batch with RuntimeError:
 the fleet, not the candidates, is missing.
+
+Redis itself going away is neither: the executor waits for it (one log line each way), then
+sends again the jobs a restarted Redis lost, at the phase they were in, without counting an
+attempt (`_forget_vanished`). The batch goes on; nothing already returned is lost.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from rq.job import Job, JobStatus
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
 from tunehub.server.tuner.executor import Executor
-from tunehub.worker.daemon import WorkerInfo, list_workers, measure
+from tunehub.worker.daemon import HEARTBEAT_S, WorkerInfo, list_workers, measure
 from tunehub.worker.jobs import CandidateRequest, CandidateResult, build_candidate
+from tunehub.worker.outage import Outage
 from tunehub.worker.queues import Phase, parse_queue, queue_name
 
 # Job timeouts are the candidate's own limits plus room for what comes around them: lowering
@@ -57,6 +62,8 @@ MAX_ATTEMPTS = 3
 # A queued job absent from its queue this long was taken by a worker that died before it
 # marked the job started (RQ moves it to an intermediate list first).
 STRANDED_S = 5.0
+# After a Redis outage, the workers register again with their next heartbeat.
+REREGISTER_S = HEARTBEAT_S + 1
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +88,8 @@ class RQExecutor(Executor):
     """Sends candidates to the worker daemons listening on `redis` (which it does not close).
 
     `retries` counts the jobs sent again after an infrastructure failure, for monitoring.
+    `wait_for_redis` False raises RedisError at once instead of waiting (the API, which
+    answers 503 rather than keep a request waiting).
     """
 
     def __init__(
@@ -90,24 +99,27 @@ class RQExecutor(Executor):
         max_attempts: int = MAX_ATTEMPTS,
         poll_s: float = 0.1,
         worker_wait_s: float = 300.0,
+        wait_for_redis: bool = True,
     ) -> None:
         self.redis = redis
+        self.wait_for_redis = wait_for_redis
         self.max_attempts = max_attempts
         self.poll_s = poll_s
         self.worker_wait_s = worker_wait_s
         self.retries = 0
         self._unserved_since: dict[str, float] = {}
+        self._outage = Outage("Redis", log, (RedisError,))
 
     @property
     def parallelism(self) -> int:
         """The living workers that build: each builds one candidate at a time."""
-        workers = list_workers(self.redis)
+        workers = self._workers()
         return max(1, sum(any(_phase(q) is Phase.BUILD for q in w.queues) for w in workers))
 
     def resolve(self, target: Target) -> Target:
         """`target` if living workers serve both its queues; for `cpu`/`cuda`, the ISA or arch
         that most living workers measure for."""
-        served = _served_targets(list_workers(self.redis))
+        served = _served_targets(self._workers())
         if target.complete:
             if target in served:
                 return target
@@ -126,23 +138,68 @@ class RQExecutor(Executor):
     def measure_threads(self, target: Target) -> int:
         """The smallest thread count the living workers of `target` offer for measurements."""
         name = queue_name(Phase.MEASURE, target)
-        offers = [w.threads for w in list_workers(self.redis) if name in w.queues]
+        offers = [w.threads for w in self._workers() if name in w.queues]
         if not offers:
             raise ValueError(f"no living worker measures {target}")
         return min(offers)
 
     def run(self, requests: Sequence[CandidateRequest]) -> list[CandidateResult]:
         flights = [_Flight(r, Target(**r.target)) for r in requests]
-        for flight in flights:
-            self._send(flight, Phase.BUILD)
         try:
             while pending := [f for f in flights if f.result is None]:
-                self._poll(pending)
+                try:
+                    self._advance(pending)
+                except RedisError as exc:
+                    if not self.wait_for_redis:
+                        raise
+                    self._outage.failed(exc)  # logged once; the next `_advance` recovers
+                    continue
                 if any(f.result is None for f in pending):
                     time.sleep(self.poll_s)
         finally:
             self._withdraw([f for f in flights if f.result is None])
         return [f.result for f in flights if f.result is not None]
+
+    def _advance(self, pending: list[_Flight]) -> None:
+        """One step of the batch: after an outage, find the jobs Redis lost; send the flights
+        without a job; poll the others."""
+        if self._outage.down:
+            self.redis.ping()  # raises again while Redis is still down
+            self._outage.ok()
+            time.sleep(REREGISTER_S)
+            self._forget_vanished(pending)
+        for flight in pending:
+            if not flight.job_id:
+                self._send(flight, flight.phase)
+        self._poll(pending)
+
+    def _forget_vanished(self, pending: list[_Flight]) -> None:
+        """Flights whose jobs a restarted Redis lost are sent again, at the phase they were
+        in (a built candidate keeps its build), without counting an attempt: the outage was
+        not the candidate's failure."""
+        jobs = Job.fetch_many([f.job_id for f in pending if f.job_id], connection=self.redis)
+        sent = iter(jobs)
+        for flight in pending:
+            if flight.job_id and next(sent) is None:
+                log.info(
+                    "%s job %s was lost with Redis: sending it again", flight.phase, flight.job_id
+                )
+                flight.job_id, flight.stranded_since = "", None
+
+    def _workers(self) -> list[WorkerInfo]:
+        """The living workers, read through Redis outages; after one, read again once the
+        workers have had the time to register again."""
+        while True:
+            try:
+                workers = list_workers(self.redis)
+            except RedisError as exc:
+                if not self.wait_for_redis:
+                    raise
+                self._outage.failed(exc)
+                continue
+            if not self._outage.ok():
+                return workers
+            time.sleep(REREGISTER_S)
 
     def _send(self, flight: _Flight, phase: Phase) -> None:
         request = flight.request

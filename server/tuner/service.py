@@ -1,166 +1,166 @@
-"""The tuner as a service: each tuning (or tuning group) is an RQ job on `tunehub:tuner`, run
-by `tunehub tuner`.
+"""The tuner as a service: `tunehub tuner` runs the queued tunings of the database.
 
-A tuning never runs inside an HTTP request: the API creates the queued Tuning row and calls
-`enqueue_tuning`; a tuner daemon (`run_tuner_daemon`), the one service process besides the API
-that holds database credentials, runs `run_tuning`: the same `Tuner` as `tunehub tune`, with an
-`RQExecutor`, so candidates go to the worker daemons and their results come back to be stored
-here. A tuning group is one job (`enqueue_group`, `run_group`) that steps its members on one
-budget with `Tuner.run_many`, as `tunehub tune A.json B.json` does. Each job runs in a forked
-child of the daemon (RQ's `Worker`), so a tuning that crashes takes only itself down.
+A tuning never runs inside an HTTP request: the API commits a queued Tuning row, and that row
+is the queue. A tuner daemon (`run_tuner_daemon`), the one service process besides the API
+that holds database credentials, claims the oldest queued unit under a lease (`lease`): a
+tuning, or a tuning group's unfinished members, which share one budget (`Tuner.run_many`, as
+`tunehub tune A.json B.json` does). It runs the unit in a forked child, so a tuning that
+crashes takes only itself down, with the same `Tuner` as `tunehub tune` and an `RQExecutor`:
+candidates go to the worker daemons through Redis and their results come back to be stored
+here.
 
-A tuning whose process dies is marked failed (with the reason; a group's unfinished members
-all are) when the daemon sees its child die or, if the daemon died too, when RQ later finds
-the job abandoned; submitting it again resumes it from the records already stored.
+What each failure costs:
+- Redis restarts: the daemon and the tuning wait for it (one log line each way); the batch in
+  flight goes on, the jobs Redis lost are sent again (`RQExecutor`).
+- the database goes away: the daemon waits for it; the tuning in progress stops without
+  failing, its lease runs out, and it resumes (from its stored records) once the database is
+  back.
+- the tuner dies (SIGKILL, a lost machine): its child dies with it, its leases expire within
+  `lease.LEASE_TTL_S`, and another tuner (or this one, restarted) resumes its tunings.
+- the tuner is stopped (SIGTERM, Ctrl-C): the child hands its tunings back to the queue at
+  once (`lease.Lease.release`) for another tuner to resume; a second signal kills the child.
+- the child dies alone (out of memory, a signal): its tunings are marked failed with the
+  reason (a candidate that kills its tuner would kill the next one too); submitting again
+  resumes them.
+- the tuning raises: it is marked failed with the error (`Tuner`), as by `tunehub tune`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import ctypes
 import logging
+import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
+import signal
+import socket
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from multiprocessing.process import BaseProcess
+from types import FrameType
 
 from redis import Redis
-from rq import Callback, Queue, Worker, get_current_job
-from rq.exceptions import DuplicateJobError, NoSuchJobError
-from rq.job import Job, JobStatus
+from redis.exceptions import RedisError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.target import Target
 from tunehub.server.db import store
-from tunehub.server.db.models import Tuning
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.generations import BestGenerations
 from tunehub.server.settings import Settings, get_settings
+from tunehub.server.tuner.lease import Heartbeat, Lease, LeaseLost, claim_next
 from tunehub.server.tuner.reporting import TuningSummary
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.server.tuner.tuner import Tuner
 from tunehub.worker import logs
-from tunehub.worker.daemon import DEFAULT_REDIS_URL
-from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
+from tunehub.worker.daemon import DEFAULT_REDIS_URL, Registration, claim_name
+from tunehub.worker.outage import Outage
+from tunehub.worker.queues import TUNERS_KEY, tuner_key
 
-# A tuning stops at its trial budget long before this; the timeout catches a stuck tuner.
-TUNING_TIMEOUT_S = 24 * 3600
-RESULT_TTL_S = 24 * 3600
-FAILURE_TTL_S = 7 * 24 * 3600
-
-_ACTIVE_JOB = (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
+# How often an idle tuner looks for queued tunings.
+POLL_S = 0.5
+PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger(__name__)
 
 
-def enqueue_tuning(redis: Redis, tuning_id: int) -> str:
-    """Queue tuning `tuning_id` for a tuner daemon and return its job id. Idempotent: a tuning
-    already queued or running is left alone; a finished one is queued again (and resumes)."""
-    return _enqueue(redis, run_tuning, tuning_id, tuning_job_id(tuning_id), "tuning")
-
-
-def enqueue_group(redis: Redis, group_id: int) -> str:
-    """Queue tuning group `group_id` (one job for all its tunings), as `enqueue_tuning` does."""
-    return _enqueue(redis, run_group, group_id, group_job_id(group_id), "tuning group")
-
-
-def tuner_job_id(tuning: Tuning) -> str:
-    """The id of the tuner job that runs `tuning`: its group's, or its own."""
-    return tuning_job_id(tuning.id) if tuning.group_id is None else group_job_id(tuning.group_id)
-
-
-def _enqueue(redis: Redis, function: Callable[..., Any], arg: int, job_id: str, what: str) -> str:
-    try:
-        previous = Job.fetch(job_id, connection=redis)
-    except NoSuchJobError:
-        previous = None
-    if previous is not None:
-        if previous.get_status() in _ACTIVE_JOB:
-            return job_id
-        previous.delete()
-    # Enqueued concurrently by someone else (DuplicateJobError): the same job, once.
-    with contextlib.suppress(DuplicateJobError):
-        Queue(TUNER_QUEUE, connection=redis).enqueue(
-            function,
-            arg,
-            job_id=job_id,
-            unique=True,
-            job_timeout=TUNING_TIMEOUT_S,
-            result_ttl=RESULT_TTL_S,
-            failure_ttl=FAILURE_TTL_S,
-            on_failure=Callback(tuning_job_failed),
-            description=f"{what} {arg}",
-        )
-    return job_id
+class HandBack(BaseException):
+    """Raised in a tuner's child when the daemon stops: give the tunings back to the queue.
+    A BaseException, so that the tuner does not record it as the tuning's failure."""
 
 
 def run_tuning(tuning_id: int, *, settings: Settings | None = None) -> TuningSummary:
-    """Run (or resume) one tuning with the worker daemons: the RQ job behind `enqueue_tuning`.
+    """Run (or resume) one tuning with the worker daemons, in this process, without a lease.
 
-    Redis is the one the job came from (else the settings' `redis_url`); the database is the
-    settings'. Any error, before or during the search, leaves the tuning failed with it.
+    Redis and the database are the settings'. Any error, before or during the search, leaves
+    the tuning failed with it.
     """
     settings = settings or get_settings()
-    with (
-        _database(settings) as sessions,
-        _failing(sessions, [tuning_id]),
-        _job_redis(settings) as redis,
-    ):
-        return _tuner(sessions, redis, tuning_id).run(tuning_id)
+    with _database(settings) as sessions, _redis(settings.redis_url) as redis:
+        return _run_tuning(sessions, redis, tuning_id, None)
 
 
 def run_group(group_id: int, *, settings: Settings | None = None) -> list[TuningSummary]:
-    """Run a tuning group's tunings on its one budget (`Tuner.run_many`, each task weighted as
-    submitted): the RQ job behind `enqueue_group`. Redis, the database and errors as in
-    `run_tuning`; an error leaves every unfinished member failed with it."""
+    """Run a tuning group's unfinished tunings on what is left of its one budget (each task
+    weighted as submitted), as `run_tuning` does. An error leaves every unfinished member
+    failed with it."""
     settings = settings or get_settings()
-    with _database(settings) as sessions:
-        with session_scope(sessions) as s:
-            group = store.get_group(s, group_id)
-            members = store.group_members(s, [group_id]).get(group_id, [])
-            if group is None or not members:
-                raise LookupError(f"no tuning group {group_id}")
-            ids = [t.id for t in members]
-            weights = [t.weight or 1.0 for t in members]
-            trials, time_limit_s = group.trials_requested, group.time_limit_s
-        with _failing(sessions, ids), _job_redis(settings) as redis:
-            tuner = _tuner(sessions, redis, ids[0])
-            return tuner.run_many(ids, weights, trials, time_limit_s=time_limit_s)
+    with _database(settings) as sessions, _redis(settings.redis_url) as redis:
+        return _run_group(sessions, redis, group_id, None)
 
 
-def tuning_job_failed(job: Job, connection: Redis, exc_type: Any, *_: Any) -> None:
-    """RQ failure callback of a tuner job: run when it raised (already recorded) and when RQ
-    finds the job abandoned by a dead tuner daemon."""
-    name = getattr(exc_type, "__name__", str(exc_type))
-    fail_job(job, f"the tuning job failed ({name}); submit it again to resume")
-
-
-def fail_job(job: Job, error: str) -> None:
-    """Mark the tunings a tuner job runs (one, or a group's) failed with `error`, unless they
-    have ended; with the settings' database."""
-    with _database(get_settings()) as sessions:
-        if job.id == group_job_id(job.args[0]):
-            with session_scope(sessions) as s:
-                members = store.group_members(s, [job.args[0]]).get(job.args[0], [])
-                tuning_ids = [t.id for t in members]
-        else:
-            tuning_ids = [job.args[0]]
-        _fail(sessions, tuning_ids, error)
+def living_tuners(redis: Redis) -> list[str]:
+    """The names of the tuner daemons whose registration is alive; the names of dead ones are
+    pruned."""
+    names = sorted(n.decode() if isinstance(n, bytes) else n for n in redis.smembers(TUNERS_KEY))
+    living = [name for name in names if redis.exists(tuner_key(name))]
+    if dead := set(names) - set(living):
+        redis.srem(TUNERS_KEY, *dead)
+    return living
 
 
 def run_tuner_daemon(redis_url: str, *, name: str | None = None, burst: bool = False) -> None:
-    """Serve the tuner queue until SIGTERM/SIGINT (or, with `burst`, until it is empty). The
+    """Run queued tunings until SIGTERM/SIGINT (or, with `burst`, until none is queued). The
     database is the settings' (`TUNEHUB_DATABASE_URL`), migrated first."""
-    migrate(get_settings().database_url)
+    settings = get_settings()
+    name = name or f"{socket.gethostname()}-{os.getpid()}-tuner"
+    stop = threading.Event()
+    children: list[BaseProcess] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        sig = signal.SIGKILL if stop.is_set() else signal.SIGTERM
+        stop.set()
+        for child in children:
+            if child.pid is not None and child.is_alive():
+                os.kill(child.pid, sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    database = Outage("the database", log, (OperationalError,), stop)
+    database.call(lambda: migrate(settings.database_url))
     redis = Redis.from_url(redis_url)
-    worker = Worker(
-        [TUNER_QUEUE], name=name, connection=redis, work_horse_killed_handler=_tuner_killed
+    registry = Outage("Redis", log, (RedisError,), stop)
+    registry.call(lambda: claim_name(redis, name, tuner_key))
+    registration = Registration(
+        redis,
+        {"name": name, "host": socket.gethostname(), "pid": str(os.getpid())},
+        registry=TUNERS_KEY,
+        key_of=tuner_key,
     )
+    registry.call(registration.start)
+    engine = make_engine(settings.database_url)
+    sessions = session_factory(engine)
+    log.info("tuner %s running queued tunings", name)
     try:
-        worker.work(burst=burst, logging_level="INFO")
+        while not stop.is_set():
+            try:
+                lease = claim_next(sessions, name[:100])
+            except OperationalError as exc:
+                database.failed(exc)
+                continue
+            database.ok()
+            if lease is None:
+                if burst:
+                    break
+                stop.wait(POLL_S)
+                continue
+            engine.dispose()  # the child must not share the parent's connections
+            child = multiprocessing.get_context("fork").Process(
+                target=_child, args=(lease, settings, redis_url), name=str(lease.unit)
+            )
+            children.append(child)
+            child.start()
+            log.info("running %s (lease %s, pid %s)", lease.unit, lease.owner, child.pid)
+            child.join()
+            children.remove(child)
+            settle(sessions, lease, child.exitcode, stopping=stop.is_set())
     finally:
+        registration.stop()
         redis.close()
+        engine.dispose()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -173,20 +173,97 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=get_settings().redis_url or DEFAULT_REDIS_URL,
         help=f"Redis URL (default: TUNEHUB_REDIS_URL, else {DEFAULT_REDIS_URL})",
     )
-    parser.add_argument("--name", help="RQ worker name (default: random)")
-    parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
+    parser.add_argument("--name", help="tuner name (default: host-pid-tuner)")
+    parser.add_argument("--burst", action="store_true", help="quit when no tuning is queued")
     args = parser.parse_args(argv)
     try:
         logs.configure()
     except ValueError as exc:
         parser.error(str(exc))
-    run_tuner_daemon(args.redis, name=args.name, burst=args.burst)
+    try:
+        run_tuner_daemon(args.redis, name=args.name, burst=args.burst)
+    except ValueError as exc:  # the name is taken
+        raise SystemExit(f"tunehub tuner: {exc}") from None
 
 
-def _redis(settings: Settings) -> Redis:
-    if not settings.redis_url:
-        raise RuntimeError("TUNEHUB_REDIS_URL is not set: the tuner service needs Redis")
-    return Redis.from_url(settings.redis_url)
+def _child(lease: Lease, settings: Settings, redis_url: str) -> None:
+    """The forked child that runs one claimed unit under its lease: dies with the daemon,
+    hands the unit back when the daemon stops it (SIGTERM), exits 0 unless the tuning
+    raised (the tuner has recorded that failure)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the daemon, which decides
+    signal.signal(signal.SIGTERM, _hand_back)
+    if os.getppid() == 1:  # the daemon died before the line above
+        os._exit(0)
+    with _database(settings) as sessions, _redis(redis_url) as redis:
+        try:
+            with Heartbeat(sessions, lease):
+                if lease.unit.group_id is None:
+                    _run_tuning(sessions, redis, lease.unit.tuning_ids[0], lease)
+                else:
+                    _run_group(sessions, redis, lease.unit.group_id, lease)
+        except HandBack:
+            with session_scope(sessions) as s:
+                lease.release(s, requeue=True)
+            log.info("%s handed back to the queue", lease.unit)
+        except LeaseLost as exc:
+            log.warning("%s stopped: %s", lease.unit, exc)
+        except OperationalError as exc:
+            log.warning("%s stopped, to resume when the database is back: %s", lease.unit, exc)
+        except Exception:
+            log.exception("%s failed", lease.unit)
+            raise SystemExit(1) from None
+
+
+def _hand_back(_signum: int, _frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the child at once
+    raise HandBack
+
+
+def settle(
+    sessions: sessionmaker[Session], lease: Lease, exitcode: int | None, *, stopping: bool
+) -> None:
+    """Settle a unit after its child ended: a child that died on its own fails the tunings it
+    still held (the tuner records the errors it raises itself); one killed because the daemon
+    stops hands them back. Best effort: if the database is down, the lease runs out anyway."""
+    try:
+        with session_scope(sessions) as s:
+            if exitcode and not stopping:
+                how = f"signal {-exitcode}" if exitcode < 0 else f"status {exitcode}"
+                error = f"the tuner process died ({how}); submit it again to resume"
+                store.move_tunings(s, lease.held_ids(s), TuningStatus.FAILED, error=error)
+            lease.release(s, requeue=stopping)
+    except OperationalError as exc:
+        log.warning("could not release %s (%s); its lease runs out", lease.unit, exc)
+
+
+def _run_tuning(
+    sessions: sessionmaker[Session], redis: Redis, tuning_id: int, lease: Lease | None
+) -> TuningSummary:
+    with _failing(sessions, [tuning_id], lease):
+        return _tuner(sessions, redis, tuning_id, lease).run(tuning_id)
+
+
+def _run_group(
+    sessions: sessionmaker[Session], redis: Redis, group_id: int, lease: Lease | None
+) -> list[TuningSummary]:
+    """The group's unfinished members (those of `lease`, under one) on what is left of its
+    budget: a group taken over after its tuner died goes on where it stopped."""
+    with session_scope(sessions) as s:
+        group = store.get_group(s, group_id)
+        members = store.group_members(s, [group_id]).get(group_id, [])
+        if group is None or not members:
+            raise LookupError(f"no tuning group {group_id}")
+        held = set(lease.unit.tuning_ids) if lease is not None else {t.id for t in members}
+        running = [t for t in members if t.id in held]
+        ids = [t.id for t in running]
+        weights = [t.weight or 1.0 for t in running]
+        trials = group.trials_requested - sum(t.trials_done for t in members)
+        time_limit_s = group.time_limit_s
+    with _failing(sessions, ids, lease):
+        tuner = _tuner(sessions, redis, ids[0], lease)
+        return tuner.run_many(ids, weights, max(trials, 0), time_limit_s=time_limit_s)
 
 
 @contextmanager
@@ -199,13 +276,10 @@ def _database(settings: Settings) -> Iterator[sessionmaker[Session]]:
 
 
 @contextmanager
-def _job_redis(settings: Settings) -> Iterator[Redis]:
-    """The Redis of the current RQ job (left open: RQ owns it), else the settings' one."""
-    job = get_current_job()
-    if job is not None:
-        yield job.connection
-        return
-    redis = _redis(settings)
+def _redis(url: str | None) -> Iterator[Redis]:
+    if not url:
+        raise RuntimeError("TUNEHUB_REDIS_URL is not set: the tuner service needs Redis")
+    redis = Redis.from_url(url)
     try:
         yield redis
     finally:
@@ -213,17 +287,23 @@ def _job_redis(settings: Settings) -> Iterator[Redis]:
 
 
 @contextmanager
-def _failing(sessions: sessionmaker[Session], tuning_ids: Sequence[int]) -> Iterator[None]:
+def _failing(
+    sessions: sessionmaker[Session], tuning_ids: Sequence[int], lease: Lease | None
+) -> Iterator[None]:
     """Any error in the block leaves the unfinished tunings failed with it (the tuner records
-    its own errors with their traceback first; this catches the ones before it starts)."""
+    its own errors with their traceback first; this catches the ones before it starts).
+    Under a lease, a lost lease or a database outage fails nothing (see `Tuner`)."""
     try:
         yield
     except Exception as exc:
-        _fail(sessions, tuning_ids, f"{type(exc).__name__}: {exc}")
+        if lease is None or not isinstance(exc, LeaseLost | OperationalError):
+            _fail(sessions, tuning_ids, f"{type(exc).__name__}: {exc}")
         raise
 
 
-def _tuner(sessions: sessionmaker[Session], redis: Redis, tuning_id: int) -> Tuner:
+def _tuner(
+    sessions: sessionmaker[Session], redis: Redis, tuning_id: int, lease: Lease | None
+) -> Tuner:
     """A tuner on the worker daemons, measuring with the threads the target's workers offer
     (`tuning_id`'s target: a group's members share theirs), that tells the API's best caches
     of every batch it stores."""
@@ -234,18 +314,14 @@ def _tuner(sessions: sessionmaker[Session], redis: Redis, tuning_id: int) -> Tun
         target = Target.parse(tuning.target)
     executor = RQExecutor(redis)
     threads = executor.measure_threads(executor.resolve(target))
-    return Tuner(sessions, executor, threads=threads, generations=BestGenerations(redis))
+    return Tuner(
+        sessions, executor, threads=threads, generations=BestGenerations(redis), lease=lease
+    )
 
 
 def _fail(sessions: sessionmaker[Session], tuning_ids: Sequence[int], error: str) -> None:
     with session_scope(sessions) as s:
         store.move_tunings(s, tuning_ids, TuningStatus.FAILED, error=error)
-
-
-def _tuner_killed(job: Job, _pid: int, status: int, _rusage: Any) -> None:
-    """The child running a tuner job died (out of memory, a signal): say so in its tunings."""
-    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {status}"
-    fail_job(job, f"the tuner process died ({how}); submit it again to resume")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.compiler import features, search
@@ -47,6 +48,7 @@ from tunehub.server.db.session import session_scope
 from tunehub.server.generations import BestGenerations
 from tunehub.server.tuner.executor import Executor
 from tunehub.server.tuner.featurizer import Featurizer, learned, transfer_set
+from tunehub.server.tuner.lease import Lease, LeaseLost
 from tunehub.server.tuner.persistence import RecordContext, persist
 from tunehub.server.tuner.registration import resolve_symbols
 from tunehub.server.tuner.reporting import Progress, ProgressCallback, TuningSummary, summarize
@@ -100,7 +102,9 @@ class Tuner:
     `min_repeat_s` set the measurement effort per candidate (timed batches, and the least
     duration of each; the defaults are the workers'): fewer, shorter batches trade latency
     precision for time, which suits tests and quick looks. `generations`, in the service, are
-    bumped after every stored batch, so that the API's cached bests follow at once.
+    bumped after every stored batch, so that the API's cached bests follow at once. A `lease`,
+    in the service, is checked in the transaction that stores each batch: a tuner that lost
+    its tunings to another stores nothing more (`lease.LeaseLost`).
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class Tuner:
         repeats: int = CandidateRequest.repeats,
         min_repeat_s: float = CandidateRequest.min_repeat_s,
         generations: BestGenerations | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.sessions = sessions
         self.executor = executor
@@ -123,6 +128,7 @@ class Tuner:
         self.repeats = repeats
         self.min_repeat_s = min_repeat_s
         self.generations = generations
+        self.lease = lease
 
     def run(self, tuning_id: int, progress: ProgressCallback | None = None) -> TuningSummary:
         """Run (or resume) tuning `tuning_id` to its budget and mark it done; on an internal
@@ -191,11 +197,17 @@ class Tuner:
 
     @contextmanager
     def _guard(self, tuning_ids: Sequence[int]) -> Iterator[None]:
-        """Ctrl-C cancels the unfinished tunings, any other error fails them (and re-raises)."""
+        """Ctrl-C cancels the unfinished tunings, any other error fails them (and re-raises).
+        Under a lease, a lost lease or a database that went away fails nothing: the tunings
+        are another tuner's now, or will be once the lease runs out (and resume then)."""
         try:
             yield
         except KeyboardInterrupt:
             self._mark(tuning_ids, TuningStatus.CANCELLED, "interrupted")
+            raise
+        except (LeaseLost, OperationalError):
+            if self.lease is None:
+                self._mark(tuning_ids, TuningStatus.FAILED, traceback.format_exc())
             raise
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
@@ -288,6 +300,8 @@ class _Run:
             return 0
         results = self.tuner.executor.run([self._request(c) for c in batch])
         with session_scope(self.tuner.sessions) as s:
+            if self.tuner.lease is not None:
+                self.tuner.lease.check(s, job.tuning_id)
             for config, result in zip(batch, results, strict=True):
                 record = persist(s, context, config, result)
                 self.featurize.remember(config, record.features, record.feature_version)

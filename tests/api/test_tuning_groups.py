@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.testclient import TestClient
-from redis import Redis
-from rq.job import Job
 
 from tests.api.conftest import MakeClient
 from tests.api.data import key_of, make_token, sessions, signature
@@ -15,7 +13,6 @@ from tunehub.schemas.api import MAX_GROUP_TASKS, Scope, TuningGroupView, TuningV
 from tunehub.schemas.record import TuningStatus
 from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
-from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
 
 TARGET = "cpu:x86_64-avx2"
 
@@ -47,7 +44,7 @@ def _set_status(client: TestClient, tuning_id: int, status: TuningStatus, **fiel
         store.update_tuning(s, tuning_id, status=status, **fields)
 
 
-def test_a_group_queues_one_tuning_per_task_and_one_job(client: TestClient, redis_url: str) -> None:
+def test_a_group_queues_one_tuning_per_task(client: TestClient) -> None:
     group = _submit(
         client,
         _task("int4_matmul", symbols={"M": 1}, weight=32),
@@ -64,11 +61,6 @@ def test_a_group_queues_one_tuning_per_task_and_one_job(client: TestClient, redi
     ]
     # Each task may get the whole budget; the scheduler decides the split.
     assert all((t.status, t.trials_total, t.target) == ("queued", 8, TARGET) for t in group.tunings)
-    with Redis.from_url(redis_url) as redis:
-        job = Job.fetch(group_job_id(group.id), connection=redis)
-        assert (job.origin, job.args) == (TUNER_QUEUE, (group.id,))
-        # One job for the group, none per member.
-        assert not Job.exists(tuning_job_id(group.tunings[0].id), connection=redis)
     # Members are tunings like any other.
     member = client.get(f"/v1/tunings/{group.tunings[1].id}").json()
     assert TuningView.model_validate(member) == group.tunings[1]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
-from redis import Redis
-from rq.job import Job
 
 from tests.api.conftest import MakeClient
 from tests.api.data import add_record, key_of, sessions, signature
@@ -14,7 +12,6 @@ from tunehub.schemas.record import RecordStatus
 from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
 from tunehub.worker.device import cpu_isa
-from tunehub.worker.queues import TUNER_QUEUE, tuning_job_id
 
 
 def _submit(client: TestClient, **body: object) -> Submission:
@@ -24,7 +21,7 @@ def _submit(client: TestClient, **body: object) -> Submission:
     return Submission.model_validate(response.json())
 
 
-def test_a_submission_is_queued_for_the_tuner(client: TestClient, redis_url: str) -> None:
+def test_a_submission_is_queued_for_the_tuner(client: TestClient) -> None:
     response = client.post(
         "/v1/tunings", json={"task": signature(), "target": "cpu:x86_64-avx2", "trials": 4}
     )
@@ -34,10 +31,7 @@ def test_a_submission_is_queued_for_the_tuner(client: TestClient, redis_url: str
     assert submitted.workload_key == key_of(signature())
     assert (submitted.status, submitted.trials_done, submitted.trials_total) == ("queued", 0, 4)
     assert submitted.target == "cpu:x86_64-avx2"
-    with Redis.from_url(redis_url) as redis:
-        job = Job.fetch(tuning_job_id(submitted.id), connection=redis)
-        assert job.origin == TUNER_QUEUE
-        assert job.args == (submitted.id,)
+    # The committed row is the tuners' queue: nothing else to find in Redis.
 
 
 def test_an_incomplete_target_stays_incomplete_without_living_workers(client: TestClient) -> None:

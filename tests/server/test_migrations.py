@@ -45,20 +45,8 @@ def _schema_diff(engine: Engine, metadata: MetaData) -> list[Any]:
         return list(compare_metadata(MigrationContext.configure(connection), metadata))
 
 
-def _changes(diff: list[Any]) -> set[tuple[str, str]]:
-    """What a schema diff adds: (operation, column or index name)."""
-    return {(d[0], d[3].name if d[0] == "add_column" else d[1].name) for d in diff}
-
-
 # What revision 0006 adds; the tests of older revisions expect it missing.
-_ADDED_BY_0006 = {
-    ("add_column", "device"),
-    ("add_column", "driver"),
-    ("add_column", "toolkit"),
-    ("add_index", "ix_records_device"),
-    ("add_column", "time_limit_s"),
-    ("add_column", "stop_reason"),
-}
+_ADDED_BY_0006 = {"device", "driver", "toolkit", "ix_records_device", "time_limit_s", "stop_reason"}
 
 
 def _current_revision(engine: Engine) -> str | None:
@@ -200,14 +188,53 @@ def test_tuning_groups_keep_existing_rows_up_and_down(database_url: str) -> None
             added = connection.execute(text("SELECT group_id, weight FROM tunings")).all()
             assert [tuple(row) for row in added] == [(None, None)]
             assert connection.execute(text("SELECT count(*) FROM records")).scalar() == 1
-        # Only what 0004 and 0006 add later is missing.
-        diff = _schema_diff(engine, Base.metadata)
-        assert _changes(diff) == {("add_index", "ix_records_status"), *_ADDED_BY_0006}
+        # Only what 0004, 0005 and 0006 add later is missing.
+        assert _missing(engine) == {"ix_records_status", *_LEASE_COLUMNS, *_ADDED_BY_0006}
         command.downgrade(alembic_config(database_url), "0002")
         with engine.connect() as connection:
             assert connection.execute(text(_TUNING_0002)).all() == before
             assert "group_id" not in {c["name"] for c in inspect(connection).get_columns("tunings")}
         assert "tuning_groups" not in _tables(engine)
+    finally:
+        engine.dispose()
+
+
+_LEASE_COLUMNS = {"lease_owner", "lease_expires_at"}
+
+
+def _missing(engine: Engine) -> set[str]:
+    """The names of the indexes and columns the models have and the database lacks (nothing
+    else may differ)."""
+    names = set()
+    for diff in _schema_diff(engine, Base.metadata):
+        if diff[0] == "add_index":
+            names.add(diff[1].name)
+        else:
+            assert diff[0] == "add_column", diff
+            names.add(diff[3].name)
+    return names
+
+
+def test_tuning_leases_keep_existing_rows_up_and_down(database_url: str) -> None:
+    """0005 adds the nullable lease columns to `tunings`: rows stored before keep every value
+    (a lease of NULL: claimable when active), and undoing it keeps them too."""
+    migrate(database_url, "0004")
+    engine = make_engine(database_url)
+    try:
+        _insert_rows_0002(engine, {"M": 8})
+        with engine.connect() as connection:
+            before = connection.execute(text(_TUNING_0002)).all()
+        migrate(database_url, "0005")
+        with engine.connect() as connection:
+            assert connection.execute(text(_TUNING_0002)).all() == before
+            leases = connection.execute(text("SELECT lease_owner, lease_expires_at FROM tunings"))
+            assert [tuple(row) for row in leases] == [(None, None)]
+        assert _missing(engine) == _ADDED_BY_0006
+        command.downgrade(alembic_config(database_url), "0004")
+        with engine.connect() as connection:
+            assert connection.execute(text(_TUNING_0002)).all() == before
+            columns = {c["name"] for c in inspect(connection).get_columns("tunings")}
+            assert not columns & _LEASE_COLUMNS
     finally:
         engine.dispose()
 
@@ -228,7 +255,7 @@ def test_records_status_index_up_and_down(database_url: str) -> None:
         assert "ix_records_status" not in before
         migrate(database_url, "0004")
         assert _record_indexes(engine) == before | {"ix_records_status"}
-        assert _changes(_schema_diff(engine, Base.metadata)) == _ADDED_BY_0006
+        assert _missing(engine) == _LEASE_COLUMNS | _ADDED_BY_0006
         command.downgrade(alembic_config(database_url), "0003")
         assert _record_indexes(engine) == before
         with engine.connect() as connection:

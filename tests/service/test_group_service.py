@@ -1,26 +1,22 @@
-"""Tuning groups as tuner jobs: one RQ job per group, and failures that reach every unfinished
-member (the runs themselves are in tests/e2e/test_tuning_groups.py)."""
+"""Tuning groups as tuner units: a tuner claims a group's members together, and failures that
+reach every unfinished member (the runs themselves are in tests/e2e/test_tuning_groups.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from redis import Redis
-from rq import Queue
-from rq.job import Job
 from sqlalchemy.orm import Session, sessionmaker
 
 from tests.service.test_tuner_service import SIGNATURE
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.target import Target
 from tunehub.server.db import store
-from tunehub.server.db.models import Tuning
 from tunehub.server.db.session import session_scope
 from tunehub.server.settings import Settings, get_settings
 from tunehub.server.tuner import register_tuning
-from tunehub.server.tuner.service import enqueue_group, fail_job, run_group, tuner_job_id
-from tunehub.worker.queues import TUNER_QUEUE, group_job_id, tuning_job_id
+from tunehub.server.tuner.lease import Unit, claim_next
+from tunehub.server.tuner.service import run_group, settle
 
 
 @pytest.fixture
@@ -59,16 +55,11 @@ def statuses(sessions: sessionmaker[Session], ids: list[int]) -> list[tuple[str,
         return [(t.status, t.error) for t in tunings if t is not None]
 
 
-def test_a_group_is_one_job_that_names_its_members_tuner_job(
-    redis: Redis, sessions: sessionmaker[Session]
+def test_a_tuner_claims_a_group_as_one_unit_and_a_tuning_alone(
+    sessions: sessionmaker[Session],
 ) -> None:
     group_id, *members = queue_group(sessions, Target(kind="cpu"), 1, 8)
-    job_id = enqueue_group(redis, group_id)
-    assert enqueue_group(redis, group_id) == job_id == group_job_id(group_id)
-    assert Queue(TUNER_QUEUE, connection=redis).job_ids == [job_id]
     with session_scope(sessions) as s:
-        tunings = [s.get_one(Tuning, i) for i in members]
-        assert [tuner_job_id(t) for t in tunings] == [job_id, job_id]
         single = register_tuning(
             s,
             signature=SIGNATURE,
@@ -77,7 +68,12 @@ def test_a_group_is_one_job_that_names_its_members_tuner_job(
             trials=1,
             strategy="random",
         )
-        assert tuner_job_id(s.get_one(Tuning, single)) == tuning_job_id(single)
+    first = claim_next(sessions, "tuner-a")
+    second = claim_next(sessions, "tuner-b")
+    assert claim_next(sessions, "tuner-c") is None  # both held
+    assert first is not None and first.unit == Unit(tuple(members), group_id)
+    assert second is not None and second.unit == Unit((single,))
+    assert first.owner.startswith("tuner-a/") and second.owner.startswith("tuner-b/")
 
 
 def test_a_group_without_workers_fails_every_member_with_the_reason(
@@ -94,16 +90,35 @@ def test_a_group_without_workers_fails_every_member_with_the_reason(
         run_group(999, settings=settings)
 
 
-def test_a_failed_group_job_fails_only_the_unfinished_members(
-    redis: Redis, sessions: sessionmaker[Session], database_settings: None
+def test_a_tuner_process_that_dies_fails_only_the_unfinished_members(
+    sessions: sessionmaker[Session],
 ) -> None:
-    group_id, done, running = queue_group(sessions, Target(kind="cpu"), 1, 8)
+    _, done, running = queue_group(sessions, Target(kind="cpu"), 1, 8)
+    lease = claim_next(sessions, "tuner")
+    assert lease is not None
     with session_scope(sessions) as s:
         store.update_tuning(s, done, status=TuningStatus.DONE)
         store.update_tuning(s, running, status=TuningStatus.RUNNING)
-    job = Job.fetch(enqueue_group(redis, group_id), connection=redis)
-    fail_job(job, "the tuner process died (signal 9); submit it again to resume")
+    settle(sessions, lease, -9, stopping=False)
     assert statuses(sessions, [done, running]) == [
         (TuningStatus.DONE, None),
         (TuningStatus.FAILED, "the tuner process died (signal 9); submit it again to resume"),
     ]
+
+
+def test_a_stopping_tuner_hands_its_unfinished_tunings_back(
+    sessions: sessionmaker[Session],
+) -> None:
+    group_id, done, running = queue_group(sessions, Target(kind="cpu"), 1, 8)
+    lease = claim_next(sessions, "tuner")
+    assert lease is not None
+    with session_scope(sessions) as s:
+        store.update_tuning(s, done, status=TuningStatus.DONE)
+        store.update_tuning(s, running, status=TuningStatus.RUNNING)
+    settle(sessions, lease, -9, stopping=True)
+    assert statuses(sessions, [done, running]) == [
+        (TuningStatus.DONE, None),
+        (TuningStatus.QUEUED, None),
+    ]
+    again = claim_next(sessions, "another")
+    assert again is not None and again.unit == Unit((running,), group_id)

@@ -6,13 +6,11 @@ import pytest
 
 from tunehub.schemas.target import Target
 from tunehub.worker.queues import (
-    TUNER_QUEUE,
     Phase,
-    group_job_id,
     measure_lock_key,
     parse_queue,
     queue_name,
-    tuning_job_id,
+    tuner_key,
     worker_key,
     worker_queues,
 )
@@ -24,7 +22,6 @@ SM90 = Target(kind="cuda", arch="sm_90")
 def test_queue_names_name_the_stage_and_the_complete_target() -> None:
     assert queue_name(Phase.BUILD, AVX512) == "tunehub:build:cpu:x86_64-avx512"
     assert queue_name(Phase.MEASURE, SM90) == "tunehub:measure:cuda:sm_90"
-    assert TUNER_QUEUE == "tunehub:tuner"
 
 
 def test_a_queue_needs_a_complete_target() -> None:
@@ -41,7 +38,6 @@ def test_queue_names_parse_back(stage: Phase, target: Target) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        TUNER_QUEUE,
         "default",
         "tunehub:build:cpu",
         "tunehub:run:cpu:x86_64",
@@ -66,5 +62,4 @@ def test_workers_take_every_build_before_any_measurement() -> None:
 def test_keys_live_under_the_tunehub_prefix() -> None:
     assert worker_key("w1") == "tunehub:worker:w1"
     assert measure_lock_key("boot-1") == "tunehub:lock:measure:boot-1"
-    assert tuning_job_id(7) == "tunehub-tuning-7"
-    assert group_job_id(7) == "tunehub-group-7"
+    assert tuner_key("t1") == "tunehub:tuner:t1"

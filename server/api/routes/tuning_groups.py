@@ -12,20 +12,23 @@ from tunehub.server.api import views
 from tunehub.server.api.auth import AdminAccess, ReadAccess, SubmitAccess
 from tunehub.server.api.deps import GroupDep, PageDep, ServicesDep, SessionDep
 from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
 from tunehub.server.submit import cancel_group, submit_group
 
 router = APIRouter(prefix="/v1/tuning-groups", tags=["tuning groups"])
 
 
 @router.post("", status_code=HTTPStatus.ACCEPTED, dependencies=[SubmitAccess])
-def submit(request: TuningGroupRequest, services: ServicesDep, s: SessionDep) -> TuningGroupView:
-    """Queue one tuning per task and one tuner job that shares the budget among them."""
+def submit(request: TuningGroupRequest, services: ServicesDep) -> TuningGroupView:
+    """Queue one tuning per task, run by one tuner that shares the budget among them."""
     group_id = submit_group(
         services.sessions, services.redis, request, max_trials=services.settings.max_trials
     )
-    group = store.get_group(s, group_id)
-    assert group is not None  # committed by the submission
-    return views.group_view(s, group)
+    # A session of its own, as in `tunings.submit`.
+    with session_scope(services.sessions) as s:
+        group = store.get_group(s, group_id)
+        assert group is not None  # committed by the submission
+        return views.group_view(s, group)
 
 
 @router.get("", dependencies=[ReadAccess])

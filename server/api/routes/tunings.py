@@ -12,6 +12,7 @@ from tunehub.server.api import views
 from tunehub.server.api.auth import AdminAccess, ReadAccess, SubmitAccess
 from tunehub.server.api.deps import PageDep, ServicesDep, SessionDep, TuningDep, WorkloadKeyQuery
 from tunehub.server.db import store
+from tunehub.server.db.session import session_scope
 from tunehub.server.submit import cancel_tuning, submit_tuning
 
 router = APIRouter(prefix="/v1/tunings", tags=["tunings"])
@@ -23,16 +24,18 @@ router = APIRouter(prefix="/v1/tunings", tags=["tunings"])
     dependencies=[SubmitAccess],
     responses={200: {"model": Submission, "description": "Answered from the database"}},
 )
-def submit(
-    request: TuningRequest, services: ServicesDep, s: SessionDep, response: Response
-) -> Submission:
+def submit(request: TuningRequest, services: ServicesDep, response: Response) -> Submission:
     """Queue a tuning, join the one already running, or answer from the database."""
     submitted = submit_tuning(
         services.sessions, services.redis, request, max_trials=services.settings.max_trials
     )
     if submitted.outcome == "cached":
         response.status_code = HTTPStatus.OK
-    return views.submission(s, submitted)
+    # A session of its own, closed before the response is sent: a request-scoped one would
+    # keep its connection until FastAPI's teardown, which waits for a free worker thread, while
+    # every thread may be waiting for a connection (a burst of submissions deadlocked so).
+    with session_scope(services.sessions) as s:
+        return views.submission(s, submitted)
 
 
 @router.get("", dependencies=[ReadAccess])
