@@ -1,12 +1,18 @@
-"""Best-kernel lookups, the service's hot path: one indexed query, and hits kept in memory.
+"""Best-kernel lookups, the service's hot path: one indexed query, and answers kept in memory
+as the response bytes themselves.
 
 Clients ask for the best kernel of a workload far more often than new records arrive, so a
-found best is cached for `ttl_s` (the `best_cache_ttl_s` setting). With Redis, a hit is served
-only while the workload's generation (`server.generations`) is the one read before the query:
-a batch a tuner stored is visible at once, and a hit costs one Redis GET, no query. Without
-Redis, a cached answer may be an older verified kernel for up to `ttl_s`, never a wrong one.
-Misses are not cached, so a client polling for the first kernel of a workload sees it as soon
-as it is stored.
+found best is cached for `ttl_s` (the `best_cache_ttl_s` setting) as its JSON, rendered once
+exactly as FastAPI renders a `RecordView`: a hit is bytes, no query and no pydantic model.
+With Redis, a hit is served only while the workload's generation (`server.generations`) is the
+one read before the query: a batch a tuner stored is visible at once on every API process.
+Without Redis, a cached answer may be an older verified kernel for up to `ttl_s`, never a
+wrong one. Misses are not cached, so a client polling for the first kernel of a workload sees
+it as soon as it is stored.
+
+`GET /v1/workloads/{key}/best` is answered before routing when its answer is cached
+(`server.api.best_path`): the route tells `BestLookup` which lookup each raw query string
+stands for, and `hit` finds it again without parsing anything.
 
 `symbols` follow the tuning request's rule: the values given, with every symbol left out at
 its default (`server.tuner.resolve_symbols`), so asking with the symbols a tuning was submitted
@@ -18,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from anyio import to_thread
+from pydantic import TypeAdapter
 from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.compiler.canonical import workload_key
@@ -30,51 +37,90 @@ from tunehub.server.cache import TTLCache
 from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
 from tunehub.server.errors import InvalidRequest, NotFound
-from tunehub.server.generations import BestGenerations
+from tunehub.server.generations import GenerationReader
 from tunehub.server.tuner import resolve_symbols
+
+# What FastAPI itself renders a route's `RecordView` with, so cached bytes are what an uncached
+# answer would have been, to the byte.
+_RECORD_JSON = TypeAdapter(RecordView)
+# Raw query strings remembered per workload, at most (the dict is dropped when full).
+MAX_QUERIES = 4096
+
+CacheKey = tuple[str, str, str | None]  # workload key, target, canonical symbols
 
 
 class BestLookup:
-    """Finds the fastest verified record of a workload for a target (and symbol values)."""
+    """Finds the fastest verified record of a workload for a target (and symbol values), as
+    the JSON of its `RecordView`."""
 
     def __init__(
         self,
         sessions: sessionmaker[Session],
         ttl_s: float,
-        generations: BestGenerations | None = None,
+        generations: GenerationReader | None = None,
     ) -> None:
         self.sessions = sessions
         self.generations = generations
-        # Each best with the generation of its workload it was read at.
-        self._cache: TTLCache[tuple[int | None, RecordView]] = TTLCache(ttl_s)
+        # Each answer with the generation of its workload it was read at.
+        self._cache: TTLCache[tuple[int | None, bytes]] = TTLCache(ttl_s)
+        # (workload key, raw query string of a by-key request) -> the lookup it stands for.
+        self._queries: dict[tuple[str, bytes], CacheKey] = {}
 
     async def by_key(
-        self, key: str, target: Target, symbols: Mapping[str, int] | None
-    ) -> RecordView:
+        self,
+        key: str,
+        target: Target,
+        symbols: Mapping[str, int] | None,
+        query: bytes | None = None,
+    ) -> bytes:
         """The best record of workload `key`; `NotFound` (with the reason) when there is none.
-        A cache hit costs no query (and, without Redis, no thread)."""
-        return await self._cached(key, target, symbols, fill_in=True)
+        `query`: the raw query string that asked, so that `hit` answers it next time."""
+        cache_key = _cache_key(key, target, symbols)
+        if query is not None:
+            if len(self._queries) >= MAX_QUERIES:
+                self._queries.clear()
+            self._queries[key, query] = cache_key
+        return await self._cached(cache_key, key, target, symbols, fill_in=True)
 
     async def by_signature(
         self, task: TaskSignature, target: Target, symbols: Mapping[str, int] | None
-    ) -> RecordView:
+    ) -> bytes:
         """As `by_key`, for the workload of `task` (validated: SignatureError)."""
         key, resolved = await to_thread.run_sync(_key_and_symbols, task, symbols)
-        return await self._cached(key, target, resolved, fill_in=False)
+        cache_key = _cache_key(key, target, resolved)
+        return await self._cached(cache_key, key, target, resolved, fill_in=False)
+
+    async def hit(self, key: str, query: bytes) -> bytes | None:
+        """The cached answer to `GET /v1/workloads/{key}/best?{query}` while it is current;
+        None for anything else (the route then answers, and caches what it found)."""
+        cache_key = self._queries.get((key, query))
+        if cache_key is None:
+            return None
+        entry = self._cache.get(cache_key)
+        if entry is None:
+            return None
+        generation = None if self.generations is None else await self.generations.current(key)
+        return entry[1] if entry[0] == generation else None
 
     async def _cached(
-        self, key: str, target: Target, symbols: Mapping[str, int] | None, *, fill_in: bool
-    ) -> RecordView:
-        cache_key = (key, str(target), None if symbols is None else store.canonical_json(symbols))
+        self,
+        cache_key: CacheKey,
+        key: str,
+        target: Target,
+        symbols: Mapping[str, int] | None,
+        *,
+        fill_in: bool,
+    ) -> bytes:
         generation = None
         if self.generations is not None:  # read before the query (`server.generations`)
-            generation = await to_thread.run_sync(self.generations.current, key)
-        hit = self._cache.get(cache_key)
-        if hit is not None and hit[0] == generation:
-            return hit[1]
+            generation = await self.generations.current(key)
+        entry = self._cache.get(cache_key)
+        if entry is not None and entry[0] == generation:
+            return entry[1]
         view = await to_thread.run_sync(self._lookup, key, target, symbols, fill_in)
-        self._cache.put(cache_key, (generation, view))
-        return view
+        body = _RECORD_JSON.dump_json(view, by_alias=True)
+        self._cache.put(cache_key, (generation, body))
+        return body
 
     def _lookup(
         self,
@@ -95,6 +141,10 @@ class BestLookup:
             if store.get_workload(s, key) is None:
                 raise NotFound(f"no workload {key}")
         raise NotFound(no_kernel(key, target, symbols))
+
+
+def _cache_key(key: str, target: Target, symbols: Mapping[str, int] | None) -> CacheKey:
+    return key, str(target), None if symbols is None else store.canonical_json(symbols)
 
 
 def no_kernel(key: str, target: Target, symbols: Mapping[str, int] | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from tunehub.schemas.api import BestRequest, Page, RecordView
 from tunehub.schemas.dispatch import DispatchTable
@@ -33,18 +33,28 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/{key}/best", responses=_NOT_FOUND)
+@router.get("/{key}/best", response_model=RecordView, responses=_NOT_FOUND)
 async def best(
-    key: WorkloadKey, target: TargetDep, symbols: SymbolsDep, services: ServicesDep
-) -> RecordView:
+    key: WorkloadKey,
+    target: TargetDep,
+    symbols: SymbolsDep,
+    services: ServicesDep,
+    request: Request,
+) -> Response:
     """The fastest verified record of the workload for `target`, with its artifact id."""
-    return await services.best.by_key(key, target, symbols)
+    query = request.scope["query_string"]
+    return _json(await services.best.by_key(key, target, symbols, query))
 
 
-@router.post("/best", responses=_NOT_FOUND)
-async def best_by_signature(request: BestRequest, services: ServicesDep) -> RecordView:
+@router.post("/best", response_model=RecordView, responses=_NOT_FOUND)
+async def best_by_signature(request: BestRequest, services: ServicesDep) -> Response:
     """As `GET /v1/workloads/{key}/best`, naming the workload by its signature."""
-    return await services.best.by_signature(request.task, request.target, request.symbols)
+    return _json(await services.best.by_signature(request.task, request.target, request.symbols))
+
+
+def _json(body: bytes) -> Response:
+    """A `RecordView` rendered by `BestLookup` (as FastAPI would), sent as it is."""
+    return Response(body, media_type="application/json")
 
 
 @router.get("/{key}/dispatch", responses=_NOT_FOUND)
