@@ -89,7 +89,12 @@ class TuningRequest(_Request):
     target: TargetField
     trials: StrictInt = Field(ge=1)
     symbols: Symbols = Field(default_factory=dict)
-    strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
+    strategy: str = Field(
+        default=DEFAULT_STRATEGY,
+        max_length=64,
+        # Checked by the server, with its own message; the document names the choices.
+        json_schema_extra={"enum": list(STRATEGY_NAMES)},
+    )
 
 
 class GroupTask(_Request):
@@ -113,7 +118,12 @@ class TuningGroupRequest(_Request):
     tasks: list[GroupTask] = Field(min_length=1, max_length=MAX_GROUP_TASKS)
     target: TargetField
     trials: StrictInt = Field(ge=1)
-    strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
+    strategy: str = Field(
+        default=DEFAULT_STRATEGY,
+        max_length=64,
+        # Checked by the server, with its own message; the document names the choices.
+        json_schema_extra={"enum": list(STRATEGY_NAMES)},
+    )
 
 
 class BestRequest(_Request):

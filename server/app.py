@@ -19,11 +19,11 @@ from fastapi import FastAPI
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
-from tunehub.server.api import errors
-from tunehub.server.api.auth import is_loopback
+from tunehub.server.api import errors, openapi
 from tunehub.server.api.best_path import BestFastPath
 from tunehub.server.api.deps import Services
 from tunehub.server.api.limits import BodyLimitMiddleware
+from tunehub.server.api.local_only import LocalOnly, UnsafeBind, check_open_bind
 from tunehub.server.api.metrics import Metrics, MetricsMiddleware
 from tunehub.server.api.routes import artifacts, health, tuning_groups, tunings, workers, workloads
 from tunehub.server.api.verifier import TokenVerifier
@@ -38,9 +38,10 @@ REDIS_TIMEOUT_S = 5.0
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API for `settings` (default: the environment's). Raises UnsafeBind for an open
-    server (`auth = "open"`) configured on a non-loopback address."""
+    server (`auth = "open"`) configured on a non-loopback address; its startup fails, and
+    requests from other machines are refused, however it is served (`local_only`)."""
     settings = settings or get_settings()
-    check_open_bind(settings, settings.api_host)
+    check_open_bind(settings.auth, settings.api_host)
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
     redis = generations = None
@@ -88,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.services = services
     errors.install(app)
+    openapi.install(app)
     for module in (tunings, tuning_groups, workloads, artifacts, workers, health):
         app.include_router(module.router)
     # The last added runs first: every request is counted, refused ones and cached best
@@ -95,21 +97,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     best_route = next(r for r in workloads.router.routes if getattr(r, "name", "") == "best")
     app.add_middleware(BestFastPath, services=services, route=best_route)
+    if settings.auth == "open":
+        app.add_middleware(LocalOnly)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)
     return app
-
-
-class UnsafeBind(ValueError):
-    """An open server (no tokens) configured on a non-loopback address."""
-
-
-def check_open_bind(settings: Settings, host: str) -> None:
-    """Refuse to serve without tokens on anything but a loopback address."""
-    if settings.auth == "open" and not (host == "localhost" or is_loopback(host)):
-        raise UnsafeBind(
-            f"refusing to serve on {host} without tokens: auth=open is for 127.0.0.1 or ::1; "
-            "set TUNEHUB_AUTH=token and create tokens with `tunehub token create`"
-        )
 
 
 def serve(
@@ -127,7 +118,7 @@ def serve(
     settings = settings.model_copy(
         update={"api_host": host or settings.api_host, "api_port": port or settings.api_port}
     )
-    check_open_bind(settings, settings.api_host)
+    check_open_bind(settings.auth, settings.api_host)
     if workers == 1:
         uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port)
         return
@@ -143,3 +134,6 @@ def serve(
         port=settings.api_port,
         workers=workers,
     )
+
+
+__all__ = ["UnsafeBind", "check_open_bind", "create_app", "serve"]

@@ -52,7 +52,7 @@ def standalone(
 
     settings = get_settings()
     try:
-        check_open_bind(settings, host)
+        check_open_bind(settings.auth, host)
     except UnsafeBind as exc:
         raise UserError(str(exc)) from exc
     config = StackConfig(

@@ -2,11 +2,12 @@
 response bytes before any routing, validation or serialization, so the lookup every client
 makes costs about what a constant endpoint does.
 
-It answers only when it is sure: the caller is allowed (open mode: a loopback peer; tokens: a
-secret whose verdict `TokenVerifier` holds, of read scope or more) and `BestLookup.hit` has a
-current answer for this exact path and query string. Anything else (a miss, a stale answer, a
-token not verified lately, a refusal) goes on to the route, which answers as it always has
-and caches what it found; so a hit is the bytes, headers and status the route gave.
+It answers only when it is sure: the caller is allowed (open mode: anyone `local_only` let
+through; tokens: a secret whose verdict `TokenVerifier` holds, of read scope or more) and
+`BestLookup.hit` has a current answer for this exact path and query string. Anything else (a
+miss, a stale answer, a token not verified lately, a refusal) goes on to the route, which
+answers as it always has and caches what it found; so a hit is the bytes, headers and status
+the route gave.
 """
 
 from __future__ import annotations
@@ -16,15 +17,13 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tunehub.schemas.api import Scope as TokenScope
-from tunehub.server.api.auth import MAX_SECRET_CHARS, is_loopback
+from tunehub.server.api.auth import MAX_SECRET_CHARS
 from tunehub.server.api.deps import Services
 
 PREFIX = "/v1/workloads/"
 SUFFIX = "/best"
 KEY_CHARS = 64
 PATH_CHARS = len(PREFIX) + KEY_CHARS + len(SUFFIX)
-# Peers remembered as loopback or not, at most (the dict is dropped when full).
-MAX_PEERS = 1024
 
 
 class BestFastPath:
@@ -37,7 +36,6 @@ class BestFastPath:
         self.tokens = services.tokens
         self.open = services.settings.auth == "open"
         self.route = route
-        self._loopback: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
@@ -67,17 +65,8 @@ class BestFastPath:
 
     def _allowed(self, scope: Scope) -> bool:
         """Whether the route would let this request read (False also when unsure)."""
-        if self.open:
-            client = scope.get("client")
-            if not client:
-                return False
-            host = client[0]
-            loopback = self._loopback.get(host)
-            if loopback is None:
-                if len(self._loopback) >= MAX_PEERS:
-                    self._loopback.clear()
-                loopback = self._loopback[host] = is_loopback(host)
-            return loopback
+        if self.open:  # a request from another machine never gets here (`local_only`)
+            return True
         for name, value in scope["headers"]:
             if name == b"authorization":
                 scheme, secret = get_authorization_scheme_param(value.decode("latin-1"))
