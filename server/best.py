@@ -12,7 +12,10 @@ it as soon as it is stored.
 
 `GET /v1/workloads/{key}/best` is answered before routing when its answer is cached
 (`server.api.best_path`): the route tells `BestLookup` which lookup each raw query string
-stands for, and `hit` finds it again without parsing anything.
+stands for, and `hit` finds it again without parsing anything. When a current answer's TTL
+runs out there, it is served on while one lookup in the background reads it again: so a TTL
+that ends under load is one query, not every waiting request's trip through the route at
+once (and an older best is served for up to `ttl_s` plus that query's time).
 
 `symbols` follow the tuning request's rule: the values given, with every symbol left out at
 its default (`server.tuner.resolve_symbols`), so asking with the symbols a tuning was submitted
@@ -21,7 +24,10 @@ with finds its result; `None` means any symbol values.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from anyio import to_thread
 from pydantic import TypeAdapter
@@ -33,7 +39,6 @@ from tunehub.compiler.program import load
 from tunehub.schemas.api import RecordView
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.cache import TTLCache
 from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
 from tunehub.server.errors import InvalidRequest, NotFound
@@ -43,10 +48,32 @@ from tunehub.server.tuner import resolve_symbols
 # What FastAPI itself renders a route's `RecordView` with, so cached bytes are what an uncached
 # answer would have been, to the byte.
 _RECORD_JSON = TypeAdapter(RecordView)
-# Raw query strings remembered per workload, at most (the dict is dropped when full).
+# Raw query strings, and answers, remembered at most (each dict is dropped when full).
 MAX_QUERIES = 4096
+MAX_ANSWERS = 4096
 
 CacheKey = tuple[str, str, str | None]  # workload key, target, canonical symbols
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """What a lookup looks up (`fill_in`: `symbols` are as given and get their defaults)."""
+
+    key: str
+    target: Target
+    symbols: Mapping[str, int] | None
+    fill_in: bool
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A cached answer: its bytes, the workload's generation read before its query, when its
+    TTL ends, and the lookup that reads it again."""
+
+    generation: int | None
+    body: bytes
+    expires: float
+    lookup: _Lookup
 
 
 class BestLookup:
@@ -60,11 +87,12 @@ class BestLookup:
         generations: GenerationReader | None = None,
     ) -> None:
         self.sessions = sessions
+        self.ttl_s = ttl_s
         self.generations = generations
-        # Each answer with the generation of its workload it was read at.
-        self._cache: TTLCache[tuple[int | None, bytes]] = TTLCache(ttl_s)
+        self._answers: dict[CacheKey, _Answer] = {}
         # (workload key, raw query string of a by-key request) -> the lookup it stands for.
         self._queries: dict[tuple[str, bytes], CacheKey] = {}
+        self._refreshing: dict[CacheKey, asyncio.Task[None]] = {}
 
     async def by_key(
         self,
@@ -91,16 +119,18 @@ class BestLookup:
         return await self._cached(cache_key, key, target, resolved, fill_in=False)
 
     async def hit(self, key: str, query: bytes) -> bytes | None:
-        """The cached answer to `GET /v1/workloads/{key}/best?{query}` while it is current;
-        None for anything else (the route then answers, and caches what it found)."""
+        """The cached answer to `GET /v1/workloads/{key}/best?{query}` while its generation
+        is current (past its TTL too, while it is read again); None for anything else (the
+        route then answers, and caches what it found)."""
         cache_key = self._queries.get((key, query))
         if cache_key is None:
             return None
-        entry = self._cache.get(cache_key)
-        if entry is None:
+        answer = self._answers.get(cache_key)
+        if answer is None or answer.generation != await self._generation(key):
             return None
-        generation = None if self.generations is None else await self.generations.current(key)
-        return entry[1] if entry[0] == generation else None
+        if time.monotonic() >= answer.expires and cache_key not in self._refreshing:
+            self._refreshing[cache_key] = asyncio.create_task(self._refresh(cache_key, answer))
+        return answer.body
 
     async def _cached(
         self,
@@ -111,16 +141,41 @@ class BestLookup:
         *,
         fill_in: bool,
     ) -> bytes:
-        generation = None
-        if self.generations is not None:  # read before the query (`server.generations`)
-            generation = await self.generations.current(key)
-        entry = self._cache.get(cache_key)
-        if entry is not None and entry[0] == generation:
-            return entry[1]
-        view = await to_thread.run_sync(self._lookup, key, target, symbols, fill_in)
+        generation = await self._generation(key)  # read before the query
+        answer = self._answers.get(cache_key)
+        fresh = answer is not None and time.monotonic() < answer.expires
+        if answer is not None and fresh and answer.generation == generation:
+            return answer.body
+        return await self._read(cache_key, _Lookup(key, target, symbols, fill_in), generation)
+
+    async def _read(self, cache_key: CacheKey, lookup: _Lookup, generation: int | None) -> bytes:
+        """Run `lookup`, cache what it finds with `generation` (read before it), and return
+        its bytes."""
+        view = await to_thread.run_sync(
+            self._lookup, lookup.key, lookup.target, lookup.symbols, lookup.fill_in
+        )
         body = _RECORD_JSON.dump_json(view, by_alias=True)
-        self._cache.put(cache_key, (generation, body))
+        if self.ttl_s > 0:
+            if len(self._answers) >= MAX_ANSWERS:
+                self._answers.clear()
+            expires = time.monotonic() + self.ttl_s
+            self._answers[cache_key] = _Answer(generation, body, expires, lookup)
         return body
+
+    async def _refresh(self, cache_key: CacheKey, stale: _Answer) -> None:
+        """Read an answer whose TTL ended again; when that fails (the database is down, say),
+        forget it, so that the route answers next with what went wrong."""
+        try:
+            generation = await self._generation(stale.lookup.key)
+            await self._read(cache_key, stale.lookup, generation)
+        except Exception:
+            self._answers.pop(cache_key, None)
+        finally:
+            self._refreshing.pop(cache_key, None)
+
+    async def _generation(self, key: str) -> int | None:
+        """The workload's generation (`server.generations`); None without Redis."""
+        return None if self.generations is None else await self.generations.current(key)
 
     def _lookup(
         self,

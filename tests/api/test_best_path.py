@@ -4,6 +4,7 @@ API process sharing the Redis generation counters."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,26 @@ def test_a_new_best_is_served_at_once_by_every_api_process(
     finally:
         for api in apis:
             api.stop()
+
+
+def test_an_answer_past_its_ttl_is_served_while_it_is_read_again(
+    make_client: MakeClient, database_url: str
+) -> None:
+    """A TTL ending under load costs one lookup, not every request's trip through the route:
+    the old answer is served meanwhile, and the new one follows."""
+    client = make_client(best_cache_ttl_s=0.2)
+    sig = signature()
+    key = key_of(sig)
+    path, params = f"/v1/workloads/{key}/best", {"target": TARGET}
+    slow = add_record(client, sig, latency_s=1e-2)
+    assert client.get(path, params=params).json()["id"] == slow.id
+    faster = _add_behind_the_tuners_back(database_url, sig, 1e-3)  # no bump: only the TTL
+    time.sleep(0.3)
+    seen = []
+    deadline = time.monotonic() + 30
+    while faster not in seen and time.monotonic() < deadline:
+        response = client.get(path, params=params)
+        assert response.status_code == 200
+        seen.append(response.json()["id"])
+    assert seen[-1] == faster
+    assert set(seen) <= {slow.id, faster}
