@@ -26,6 +26,9 @@ from tunehub.server.generations import BestGenerations
 
 TARGET = "cpu:x86_64-avx2"
 LONG_TTL = "3600"
+# How long a process may take to follow a bump (a message, delivered at once on a quiet
+# machine; this one is shared).
+FOLLOW_S = 10.0
 
 
 def rendered(client: TestClient, record: Record) -> bytes:
@@ -148,14 +151,20 @@ def test_a_new_best_is_served_at_once_by_every_api_process(
             api.start()
         for api in apis:
             assert _best_ids(api.url, key, 10) == {slow}
-        # Stored without a bump: every process still answers from its cache...
+        # Stored without a bump: every process still answers from its cache (with uvicorn's
+        # workers, which of them took the connections above is the kernel's choice)...
         faster = _add_behind_the_tuners_back(database_url, sig, 1e-3)
-        for api in apis:
-            assert _best_ids(api.url, key, 10) == {slow}
-        # ...until the generation moves, as the tuner moves it after each batch: then at once.
+        if workers == "1":
+            for api in apis:
+                assert _best_ids(api.url, key, 10) == {slow}
+        # ...until the generation moves, as the tuner moves it after each batch: then every
+        # process follows (as soon as Redis delivers the bump's message to it).
         with Redis.from_url(redis_url) as redis:
             BestGenerations(redis).bump(key)
         for api in apis:
+            deadline = time.monotonic() + FOLLOW_S
+            while _best_ids(api.url, key, 1) != {faster} and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert _best_ids(api.url, key, 10) == {faster}
     finally:
         for api in apis:
