@@ -1,5 +1,5 @@
 """Best-kernel lookups served from cached response bytes (`server.api.best_path`): the same
-bytes as the route's own rendering, on hits and misses, and a new best seen at once by every
+bytes as the route's own rendering, on hits and misses, and a new best followed by every
 API process sharing the Redis generation counters."""
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _best_ids(url: str, key: str, times: int) -> set[int]:
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_a_new_best_is_served_at_once_by_every_api_process(
+def test_a_new_best_is_served_by_every_api_process(
     tmp_path: Path, database_url: str, redis_url: str, workers: str
 ) -> None:
     migrate(database_url)
