@@ -1,18 +1,20 @@
-"""Best-kernel lookups under load: requests per second and latency at 50 concurrent clients.
+"""Best-kernel lookups under load: requests per second and latency at 50 concurrent connections.
 
     python bench/api_load.py                          # starts its own stack (a temporary home)
-    python bench/api_load.py --server http://127.0.0.1:8000 --clients 50 --requests 20000
+    python bench/api_load.py --api-workers 2 --duration 20
+    python bench/api_load.py --server http://127.0.0.1:8000 --connections 50
 
 Seeds one tuned workload (examples/matmul_128.json, a few trials through the real tuner and a
-worker), then, for each scenario, runs `--clients` asyncio tasks, each with its own httpx
-client and keep-alive connection, that send requests back to back until `--requests` have
-been answered or `--duration` seconds have passed, after a short warm-up. Loopback only: the
-load generator and the server share this machine's cores, which the report says. Results go
-to docs/benchmarks/api_load-<date>.md.
+worker), then loads each scenario in turn, in the same run: `GET /healthz` (the framework's
+floor: a constant, no database), the best kernel by workload key
+(`GET /v1/workloads/{key}/best`, the hot path: cached response bytes) and by signature
+(`POST /v1/workloads/best`: the signature is parsed and keyed every time).
 
-Scenarios: `GET /healthz` (the framework's floor: a constant, no database), the best kernel
-by workload key (`GET /v1/workloads/{key}/best`, the hot path, served from the lookup cache)
-and by signature (`POST /v1/workloads/best`: the signature is parsed and keyed every time).
+The load comes from `wrk -t2 -c50` (Debian's package `wrk`) when it is on PATH: a C load
+generator, so the rates are the server's, not the client's. Without it, `--clients` asyncio
+tasks with an httpx client each do the same, far more slowly (the report says which). Loopback
+only: the load generator and the server share this machine's cores, which the report says.
+Results go to docs/benchmarks/api_load-<date>.md.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import datetime
 import ipaddress
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,16 +43,33 @@ sys.path.insert(0, str(ROOT))
 from bench.machine import describe_machine, git_commit  # noqa: E402
 from tunehub.client.sdk import Client  # noqa: E402
 from tunehub.schemas.record import TuningStatus  # noqa: E402
-from tunehub.server.standalone import Stack, StackConfig  # noqa: E402
+from tunehub.server.standalone import Stack, StackConfig, session_members  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "matmul_128.json"
-WARMUP_S = 1.0
+WARMUP_S = 2.0
+# wrk's summary, as JSON on its last line: latencies in microseconds.
+WRK_SCRIPT = """
+wrk.method = %(method)s
+wrk.body = %(body)s
+wrk.headers["Content-Type"] = "application/json"
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests": %%d, "duration_us": %%d, "errors": %%d, "p50": %%d, "p90": %%d, '
+    .. '"p99": %%d, "max": %%d}\\n',
+    summary.requests, summary.duration,
+    e.connect + e.read + e.write + e.status + e.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
+end
+"""
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    send: Callable[[httpx.AsyncClient], Coroutine[Any, Any, httpx.Response]]
+    method: str
+    path: str
+    body: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,75 +78,111 @@ class Result:
     requests: int
     errors: int
     seconds: float
-    latencies_s: list[float]
-    client_cpu_s: float
-    server_cpu_s: float | None  # None: the server is another machine's process (--server)
+    percentiles_s: dict[str, float]  # p50, p90, p99, max
+    server_cpu_s: float | None  # None: the server is not this machine's process (--server)
 
     @property
     def rate(self) -> float:
         return self.requests / self.seconds
 
-    def percentile(self, p: float) -> float:
-        ordered = sorted(self.latencies_s)
-        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+class ServerCpu:
+    """CPU time of the API's processes (its uvicorn workers included) between two points."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+
+    def seconds(self) -> float | None:
+        if self.pid is None:
+            return None
+        return sum(cpu_seconds(pid) or 0.0 for pid in [self.pid, *session_members(self.pid)])
 
 
-async def load(
+def load_wrk(
     url: str,
     scenario: Scenario,
     *,
-    clients: int,
-    requests: int,
+    threads: int,
+    connections: int,
     duration_s: float,
-    server_pid: int | None,
+    cpu: ServerCpu,
 ) -> Result:
-    """`clients` concurrent senders of `scenario` until `requests` or `duration_s`.
+    """`wrk -t{threads} -c{connections}` on `scenario` for `duration_s`, after a warm-up."""
+    body = "nil" if scenario.body is None else json.dumps(json.dumps(scenario.body))
+    script = WRK_SCRIPT % {"method": json.dumps(scenario.method), "body": body}
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as file:
+        file.write(script)
+    try:
 
-    Each sender has an httpx client of its own, with one keep-alive connection, as separate
-    clients would: one client shared by all of them costs more in httpx's connection pool
-    than the server spends on a request (a third of the rate at 50 connections, measured).
-    """
+        def wrk(seconds: float) -> dict[str, Any]:
+            command = [
+                "wrk",
+                *(f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s"),
+                *("-s", file.name, url + scenario.path),
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+            return summary
+
+        wrk(WARMUP_S)
+        before = cpu.seconds()
+        summary = wrk(duration_s)
+        after = cpu.seconds()
+    finally:
+        os.unlink(file.name)
+    return Result(
+        scenario.name,
+        summary["requests"],
+        summary["errors"],
+        summary["duration_us"] / 1e6,
+        {p: summary[p] / 1e6 for p in ("p50", "p90", "p99", "max")},
+        None if before is None or after is None else after - before,
+    )
+
+
+async def load_python(
+    url: str, scenario: Scenario, *, clients: int, duration_s: float, cpu: ServerCpu
+) -> Result:
+    """Without wrk: `clients` asyncio senders, each with an httpx client of its own and one
+    keep-alive connection, as separate clients would (one client shared by all of them costs
+    more in httpx's connection pool than the server spends on a request)."""
     latencies: list[float] = []
     errors = 0
     measuring = False
-    sent = 0
 
     async def sender(http: httpx.AsyncClient, deadline: float) -> None:
-        nonlocal errors, sent
-        while time.monotonic() < deadline and (not measuring or sent < requests):
-            if measuring:
-                sent += 1
+        nonlocal errors
+        while time.monotonic() < deadline:
             start = time.perf_counter()
-            response = await scenario.send(http)
-            elapsed = time.perf_counter() - start
+            response = await http.request(scenario.method, scenario.path, json=scenario.body)
             if measuring:
-                latencies.append(elapsed)
+                latencies.append(time.perf_counter() - start)
                 errors += response.status_code != 200
 
     one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     https = [httpx.AsyncClient(base_url=url, limits=one, timeout=30) for _ in range(clients)]
     try:
-        warmup = time.monotonic() + WARMUP_S
-        await asyncio.gather(*(sender(http, warmup) for http in https))
+        await asyncio.gather(*(sender(http, time.monotonic() + WARMUP_S) for http in https))
         measuring = True
-        started, client_cpu = time.perf_counter(), time.process_time()
-        server_cpu = cpu_seconds(server_pid)
+        started, before = time.perf_counter(), cpu.seconds()
         deadline = time.monotonic() + duration_s
         await asyncio.gather(*(sender(http, deadline) for http in https))
-        seconds = time.perf_counter() - started
-        client_cpu = time.process_time() - client_cpu
-        server_after = cpu_seconds(server_pid)
+        seconds, after = time.perf_counter() - started, cpu.seconds()
     finally:
         for http in https:
             await http.aclose()
-    server = None if server_cpu is None or server_after is None else server_after - server_cpu
-    return Result(scenario.name, len(latencies), errors, seconds, latencies, client_cpu, server)
+    ordered = sorted(latencies)
+
+    def at(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+    percentiles = {"p50": at(50), "p90": at(90), "p99": at(99), "max": ordered[-1]}
+    server = None if before is None or after is None else after - before
+    return Result(scenario.name, len(latencies), errors, seconds, percentiles, server)
 
 
-def cpu_seconds(pid: int | None) -> float | None:
+def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of process `pid` so far (from /proc)."""
-    if pid is None:
-        return None
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -148,34 +204,32 @@ def seed(url: str, trials: int) -> tuple[str, str, dict[str, Any]]:
 
 
 def scenarios(key: str, target: str, task: dict[str, Any]) -> list[Scenario]:
-    body = {"task": task, "target": target}
     return [
-        Scenario("GET /healthz", lambda http: http.get("/healthz")),
+        Scenario("GET /healthz", "GET", "/healthz"),
         Scenario(
-            "GET /v1/workloads/{key}/best",
-            lambda http: http.get(f"/v1/workloads/{key}/best", params={"target": target}),
+            "GET /v1/workloads/{key}/best", "GET", f"/v1/workloads/{key}/best?target={target}"
         ),
         Scenario(
             "POST /v1/workloads/best",
-            lambda http: http.post("/v1/workloads/best", json=body),
+            "POST",
+            "/v1/workloads/best",
+            {"task": task, "target": target},
         ),
     ]
 
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| scenario | requests | errors | req/s | p50 | p90 | p99 | max "
-        "| server CPU/req | client CPU/req |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| scenario | requests | errors | req/s | p50 | p90 | p99 | max | server CPU/req |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        ms = [f"{r.percentile(p) * 1e3:.1f} ms" for p in (50, 90, 99)]
+        ms = [f"{r.percentiles_s[p] * 1e3:.1f} ms" for p in ("p50", "p90", "p99", "max")]
         server = "-" if r.server_cpu_s is None else f"{r.server_cpu_s / r.requests * 1e6:.0f} µs"
         lines.append(
             f"| `{r.scenario}` | {r.requests} | {r.errors} | {r.rate:.0f} | "
             + " | ".join(ms)
-            + f" | {max(r.latencies_s) * 1e3:.1f} ms | {server} "
-            f"| {r.client_cpu_s / r.requests * 1e6:.0f} µs |"
+            + f" | {server} |"
         )
     return "\n".join(lines)
 
@@ -194,70 +248,93 @@ def check_loopback(url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", help="a running server (default: start a stack here)")
-    parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--requests", type=int, default=20_000, help="per scenario, at most")
-    parser.add_argument("--duration", type=float, default=20.0, help="seconds per scenario, max")
+    parser.add_argument("--api-workers", type=int, default=2, help="API processes of the stack")
+    parser.add_argument("--connections", type=int, default=50, help="wrk's -c (or Python clients)")
+    parser.add_argument("--threads", type=int, default=2, help="wrk's -t")
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds per scenario")
     parser.add_argument("--trials", type=int, default=8, help="trials of the seeded tuning")
+    parser.add_argument("--python", action="store_true", help="the Python load even with wrk")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     args = parser.parse_args()
+    use_wrk = shutil.which("wrk") is not None and not args.python
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="tunehub-api-load-") as home:
         stack = None
         url = args.server
         if url is None:
-            config = StackConfig(home=Path(home), database_url=f"sqlite:///{home}/tunehub.db")
+            config = StackConfig(
+                home=Path(home),
+                database_url=f"sqlite:///{home}/tunehub.db",
+                api_workers=args.api_workers,
+            )
             stack = Stack(config)
             stack.start()
             url = stack.url
         check_loopback(url)
+        cpu = ServerCpu(stack.api.pid if stack and stack.api else None)
         try:
             key, target, task = seed(url, args.trials)
             results = []
             for scenario in scenarios(key, target, task):
-                result = asyncio.run(
-                    load(
+                if use_wrk:
+                    result = load_wrk(
                         url,
                         scenario,
-                        clients=args.clients,
-                        requests=args.requests,
+                        threads=args.threads,
+                        connections=args.connections,
                         duration_s=args.duration,
-                        server_pid=stack.api.pid if stack and stack.api else None,
+                        cpu=cpu,
                     )
-                )
+                else:
+                    result = asyncio.run(
+                        load_python(
+                            url,
+                            scenario,
+                            clients=args.connections,
+                            duration_s=args.duration,
+                            cpu=cpu,
+                        )
+                    )
                 results.append(result)
                 print(f"{scenario.name}: {result.rate:.0f} req/s", file=sys.stderr)
         finally:
             if stack is not None:
                 stack.stop()
 
+    driver = (
+        f"`wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s` (wrk, Debian package)"
+        if use_wrk
+        else f"{args.connections} asyncio clients (httpx, a keep-alive connection each; "
+        "no wrk on this machine)"
+    )
+    workers = f"{args.api_workers} uvicorn worker process(es)" if not args.server else "given"
+    command = "python bench/api_load.py " + " ".join(sys.argv[1:])
     report = "\n".join(
         [
             f"# API load: best-kernel lookups ({datetime.date.today().isoformat()})",
             "",
             f"- machine: {describe_machine()}",
             f"- commit: {git_commit()}",
-            f"- Python {sys.version.split()[0]}, httpx {httpx.__version__}",
+            f"- Python {sys.version.split()[0]}",
             f"- server: {'given: ' + url if args.server else 'tunehub standalone stack'} "
-            "(uvicorn, one process, SQLite, default settings: best lookups cached 2 s)",
-            f"- load: {args.clients} concurrent clients (asyncio, an httpx client and a "
-            "keep-alive connection each), "
-            f"up to {args.requests} requests or {args.duration:g} s per scenario after "
-            f"{WARMUP_S:g} s of warm-up; loopback, on the same cores as the server",
+            f"({workers}, SQLite, Redis, default settings: best lookups cached 2 s; "
+            "the tuner and a worker idle beside it)",
+            f"- load: {driver}, {args.duration:g} s per scenario after {WARMUP_S:g} s of warm-up, "
+            "the scenarios one after the other in this run; loopback, on the same cores as "
+            "the server",
             f"- seeded workload: {EXAMPLE.name}, {args.trials} trials, target {target}",
             "- machine load average (1 min) before and after: "
             f"{load_before[0]:.2f}, {os.getloadavg()[0]:.2f} (other processes share the cores)",
             "",
             table(results),
             "",
-            "Latency is from the client's side (queueing in the client included). The load "
-            "generator is itself Python on the same cores, so these rates are lower bounds of "
-            "what the server alone would sustain; the API process's CPU time per request "
-            "(server CPU/req) says what one core of it can serve (1 s / that), whatever else "
-            "runs. One run; percentiles over every request of it.",
+            "Latency is wrk's (or the Python clients'), from sending a request to its answer. "
+            "Server CPU/req is the API processes' CPU time over the run divided by its "
+            "requests: what one core of the API serves (1 s / that), whatever else runs.",
             "",
-            "    python bench/api_load.py",
+            f"    {command}",
             "",
         ]
     )

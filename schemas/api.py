@@ -101,7 +101,12 @@ class TuningRequest(_Request):
     trials: StrictInt = Field(ge=1)
     time_limit_s: TimeLimit = None
     symbols: Symbols = Field(default_factory=dict)
-    strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
+    strategy: str = Field(
+        default=DEFAULT_STRATEGY,
+        max_length=64,
+        # Checked by the server, with its own message; the document names the choices.
+        json_schema_extra={"enum": list(STRATEGY_NAMES)},
+    )
 
 
 class GroupTask(_Request):
@@ -126,7 +131,12 @@ class TuningGroupRequest(_Request):
     target: TargetField
     trials: StrictInt = Field(ge=1)
     time_limit_s: TimeLimit = None
-    strategy: str = Field(default=DEFAULT_STRATEGY, max_length=64)
+    strategy: str = Field(
+        default=DEFAULT_STRATEGY,
+        max_length=64,
+        # Checked by the server, with its own message; the document names the choices.
+        json_schema_extra={"enum": list(STRATEGY_NAMES)},
+    )
 
 
 class BestRequest(_Request):

@@ -86,6 +86,43 @@ def kind_of(name: str) -> TargetKind:
     return known[name]
 
 
+def text_pattern() -> str:
+    """A regular expression of exactly the short forms `Target.parse` accepts (`cpu`,
+    `cuda:sm_90`, surrounding blanks included), for API documents."""
+    forms = [f"{_literal(kind.name)}(?::(?:{_variants(kind)})?)?" for kind in kinds().values()]
+    return rf"^\s*(?:{'|'.join(forms)})\s*$"
+
+
+def _variants(kind: TargetKind) -> str:
+    """A regular expression of the variants of `kind`."""
+    if kind.choices:
+        return "|".join(_literal(choice) for choice in kind.choices)
+    return kind.pattern or "[^:]*"
+
+
+def _object_schema(schema: dict[str, Any]) -> None:
+    """The JSON Schema of `Target` says which variants each kind takes (one `oneOf` branch
+    per kind, read when the schema is made, so plugin kinds are in it)."""
+    schema["properties"]["kind"]["enum"] = [*kinds()]
+    branches = []
+    for kind in kinds().values():
+        other = "isa" if kind.field == "arch" else "arch"
+        variant = {"type": "string", "pattern": f"^(?:{_variants(kind)})$"}
+        properties = {
+            "kind": {"const": kind.name},
+            kind.field: {"anyOf": [variant, {"type": "null"}]},
+            other: {"type": "null"},
+        }
+        branches.append({"properties": properties, "required": ["kind"]})
+    schema["oneOf"] = branches
+
+
+def _literal(text: str) -> str:
+    """`text` as a regular expression that both Python and JavaScript read alike (`re.escape`
+    escapes `-`, which JavaScript's unicode mode refuses)."""
+    return re.sub(r"([.^$*+?()\[\]{}|\\/])", r"\\\1", text)
+
+
 def _expected(known: dict[str, TargetKind]) -> str:
     return " or ".join(f"{k.name}[:{k.field.upper()}]" for k in known.values())
 
@@ -100,7 +137,7 @@ class Target(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        json_schema_extra=lambda schema: schema["properties"]["kind"].update(enum=[*kinds()]),
+        json_schema_extra=_object_schema,
     )
 
     kind: str = Field(description="a registered target kind")

@@ -2,11 +2,17 @@
 batch of its records, so that every API process can tell whether a best it cached is still
 the best without asking the database.
 
-`BestLookup` keeps, beside each cached best, the generation it read *before* its query, and
+`BestLookup` keeps, beside each cached answer, the generation it read *before* its query, and
 serves a hit only while the counter still holds that value; the tuner bumps *after* its batch
 is committed. So a lookup that raced a batch keeps an older generation than the data it would
-have to show and looks again next time; a finished batch is visible at once, and a hit still
-costs one Redis GET instead of a query (see docs/decisions.md, "Tuning and storage").
+have to show and looks again next time (see docs/decisions.md, "Tuning and storage").
+
+Each bump is also published (`CHANNEL`, "<key> <generation>"), and the API's
+`GenerationReader` follows the channel: while its subscription is live, a hit compares
+against the generations it was told, with no Redis round trip, and a new batch is served on
+every API process as soon as Redis delivers the message (well under a millisecond on a quiet
+machine). While the subscription is down (Redis restarting), each lookup reads the counters
+instead, concurrent lookups sharing one MGET.
 
 Without Redis (`tunehub tune`, an API without `TUNEHUB_REDIS_URL`) there are no generations:
 the cache's TTL alone bounds how long an older best is served, as it does while Redis fails.
@@ -14,12 +20,22 @@ the cache's TTL alone bounds how long an older best is served, as it does while 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 from redis import Redis
+from redis.asyncio import Redis as AsyncRedis
 from redis.exceptions import RedisError
 
 KEY_PREFIX = "tunehub:best-generation:"
+CHANNEL = "tunehub:best-generations"
+# Generations told by the channel, remembered at most (dropped when full: read again).
+MAX_KNOWN = 65536
+# Resubscribing after a lost subscription: first after this long, then twice as long, at most.
+RESUBSCRIBE_S = (0.1, 5.0)
+# How long Redis may take to confirm a subscription.
+REDIS_CONFIRM_S = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +50,114 @@ class BestGenerations:
         """Say that records of `workload_key` were committed. A Redis error is logged, not
         raised: the records are stored, and caches fall back on their TTL."""
         try:
-            self.redis.incr(KEY_PREFIX + workload_key)
+            generation = self.redis.incr(KEY_PREFIX + workload_key)
+            self.redis.publish(CHANNEL, f"{workload_key} {generation}")
         except RedisError as exc:
             log.warning("could not bump the best generation of %s: %s", workload_key, exc)
 
-    def current(self, workload_key: str) -> int | None:
+
+class GenerationReader:
+    """The generations of workloads as the API reads them, from one event loop.
+
+    While subscribed to `CHANNEL`, a generation once read is kept up to date by the bumps'
+    messages, and answered from memory. Otherwise, or for a key not read since the
+    subscription began, it is read from Redis: at most one MGET is in flight; a reader waits
+    for the first one *sent after it asked*, and every key asked meanwhile goes in that one,
+    so a reader sees every bump that completed before it asked, as a GET of its own would.
+    """
+
+    def __init__(self, redis: AsyncRedis) -> None:
+        self.redis = redis
+        self._waiting: dict[str, list[asyncio.Future[int | None]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._failing = False  # logged once per outage, not once per read
+        self._known: dict[str, int] = {}  # valid while `_subscription` holds
+        self._subscription = 0  # the live subscription's number; 0 while there is none
+        self._listener: asyncio.Task[None] | None = None
+
+    async def current(self, workload_key: str) -> int | None:
         """The generation of `workload_key` (0 before its first batch); None when Redis
-        cannot say, which matches only values cached while it could not either."""
+        cannot say, which matches only answers cached while it could not either."""
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen())
+        if self._subscription:
+            known = self._known.get(workload_key)
+            if known is not None:
+                return known
+        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(workload_key, []).append(future)
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read())
+        return await future
+
+    async def _read(self) -> None:
         try:
-            value = self.redis.get(KEY_PREFIX + workload_key)
-        except RedisError:
-            return None
-        return int(value) if value is not None else 0
+            while self._waiting:
+                batch, self._waiting = self._waiting, {}
+                keys = list(batch)
+                values: list[int | None]
+                subscription = self._subscription  # live when the MGET is sent
+                try:
+                    found = await self.redis.mget([KEY_PREFIX + key for key in keys])
+                    values = [0 if value is None else int(value) for value in found]
+                    self._failing = False
+                    if subscription and subscription == self._subscription:
+                        for key, value in zip(keys, values, strict=True):
+                            self._learn(key, value)
+                except (RedisError, OSError, ValueError) as exc:
+                    if not self._failing:
+                        log.warning(
+                            "cannot read best generations (caches fall back on TTL): %s", exc
+                        )
+                    self._failing = True
+                    values = [None] * len(keys)
+                for key, value in zip(keys, values, strict=True):
+                    for future in batch[key]:
+                        if not future.done():  # its request may have gone
+                            future.set_result(value)
+        finally:
+            self._reader = None
+
+    def _learn(self, key: str, generation: int | None) -> None:
+        if generation is None:
+            return
+        if len(self._known) >= MAX_KNOWN:
+            self._known.clear()
+        self._known[key] = max(generation, self._known.get(key, 0))
+
+    async def _listen(self) -> None:
+        """Follow `CHANNEL` for as long as the app runs, subscribing again after a loss."""
+        delay, longest = RESUBSCRIBE_S
+        number = 0
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(CHANNEL)
+                # Live once Redis confirms: bumps published from then on all arrive here.
+                confirmed = await pubsub.get_message(timeout=REDIS_CONFIRM_S)
+                if confirmed is None or confirmed.get("type") != "subscribe":
+                    raise RedisError("no confirmation of the subscription")
+                number += 1
+                self._known.clear()
+                self._subscription = number
+                delay = RESUBSCRIBE_S[0]
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        key, _, generation = message["data"].decode().rpartition(" ")
+                        self._learn(key, int(generation))
+            except (RedisError, OSError, ValueError) as exc:
+                log.info("best generations: subscription lost (%s); reading them meanwhile", exc)
+            finally:
+                self._subscription = 0
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, longest)
+
+    async def aclose(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+        await self.redis.aclose()

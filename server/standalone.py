@@ -67,6 +67,9 @@ class StackConfig:
     port: int = 0
     workers: int = 1
     worker_threads: int | None = None
+    # Processes of the API (uvicorn's `--workers`): they share the port and, through Redis,
+    # the best kernels' generations.
+    api_workers: int = 1
     tuner: bool = True
     # Extra environment of every child (e.g. TUNEHUB_AUTH=token for the API).
     env: Mapping[str, str] = field(default_factory=dict)
@@ -212,6 +215,7 @@ class Stack:
             "tunehub.server.app:create_app",
             "--factory",
             *("--host", config.host, "--port", str(self.port)),
+            *("--workers", str(config.api_workers)),
             "--no-access-log",
         )
         self.api.start(env)

@@ -97,12 +97,19 @@ def revoke(token_id: int, db_url: str | None) -> None:
 @click.option(
     "--port", type=click.IntRange(1, 65535), help="Port (default: TUNEHUB_API_PORT or 8000)."
 )
-def api(host: str | None, port: int | None) -> None:
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="API processes sharing the port (one per core serves the most lookups).",
+)
+def api(host: str | None, port: int | None, workers: int) -> None:
     """Serve the HTTP API. Without tokens (TUNEHUB_AUTH=open, the default) only on loopback."""
     from tunehub.server.app import UnsafeBind, serve
 
     try:
-        serve(host=host, port=port)
+        serve(host=host, port=port, workers=workers)
     except UnsafeBind as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -35,6 +35,13 @@ _REDIS_HELP = "Use this Redis instead of starting a private redis-server."
 @click.option("--db", "db_url", help=_DB_HELP)
 @click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), help="Threads per worker (default: all).")
+@click.option(
+    "--api-workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="API processes sharing the port.",
+)
 def standalone(
     host: str,
     port: int,
@@ -42,6 +49,7 @@ def standalone(
     db_url: str | None,
     workers: int,
     threads: int | None,
+    api_workers: int,
 ) -> None:
     """Run the whole service here (Redis, API, tuner, workers) until Ctrl-C."""
     import time
@@ -52,7 +60,7 @@ def standalone(
 
     settings = get_settings()
     try:
-        check_open_bind(settings, host)
+        check_open_bind(settings.auth, host)
     except UnsafeBind as exc:
         raise UserError(str(exc)) from exc
     config = StackConfig(
@@ -63,6 +71,7 @@ def standalone(
         port=port,
         workers=workers,
         worker_threads=threads,
+        api_workers=api_workers,
     )
     with _running(config) as stack:
         redis = "a private redis-server" if stack.private_redis else stack.redis_url

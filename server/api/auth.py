@@ -6,19 +6,16 @@ one, 403 when its scope is too small. Verdicts are cached for TOKEN_CACHE_TTL_S,
 one indexed query per that period, not per request (`verifier`); a revoked token stops
 working within it.
 
-`auth = "open"` (the embedded default): no tokens, and only loopback clients are answered
-(403 otherwise). `serve` refuses to start an open server on another address; this check is
-the second line, for `uvicorn server.app:create_app --factory --host 0.0.0.0`. A reverse proxy
-on the same machine makes every client look local: run such deployments with tokens.
+`auth = "open"` (the embedded default): no tokens; only loopback clients reach the routes
+(`local_only` refuses the others, and refuses to start on a non-loopback address).
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tunehub.schemas.api import Scope
@@ -30,40 +27,23 @@ MAX_SECRET_CHARS = 256
 _bearer = HTTPBearer(auto_error=False, description="An API token: `tunehub token create`.")
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` is a loopback address (`localhost` is a name, not an address: no)."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def require(needed: Scope) -> Callable[..., Awaitable[None]]:
     """A dependency that lets a request through only with a scope that includes `needed`."""
 
     async def authorize_bearer(
-        request: Request,
         services: ServicesDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
         secret = None if credentials is None else credentials.credentials
-        await authorize(request, services, secret, needed)
+        await authorize(services, secret, needed)
 
     return authorize_bearer
 
 
-async def authorize(
-    request: Request, services: Services, secret: str | None, needed: Scope
-) -> None:
+async def authorize(services: Services, secret: str | None, needed: Scope) -> None:
     """Let the request through with `secret` (a token's, however it came: a bearer header,
     the dashboard's cookie) when it grants `needed`; HTTPException 401 or 403 otherwise."""
-    if services.settings.auth == "open":
-        client = request.client.host if request.client else ""
-        if not is_loopback(client):
-            raise HTTPException(
-                status.HTTP_403_FORBIDDEN,
-                "this server runs without tokens (auth=open) and answers only local clients",
-            )
+    if services.settings.auth == "open":  # local clients only (`local_only`)
         return
     if secret is None:
         raise _unauthorized("an API token is required (Authorization: Bearer <token>)")

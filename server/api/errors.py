@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException
 
 from tunehub.compiler.errors import SignatureError
+from tunehub.server.api.openapi import api_routes
 from tunehub.server.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
 
 # A 503 means a dependency is down: daemons ride out such outages in seconds, so clients may.
@@ -77,9 +78,25 @@ async def _signature(_: Request, exc: Exception) -> JSONResponse:
     return error_response(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc))
 
 
-async def _http(_: Request, exc: Exception) -> JSONResponse:
+async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    return error_response(exc.status_code, str(exc.detail), exc.headers)
+    headers = exc.headers
+    if exc.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
+        # Starlette names the methods of the first route matching the path only.
+        headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+    return error_response(exc.status_code, str(exc.detail), headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers at the request's path."""
+    path = request.scope["path"]
+    methods = {
+        method
+        for route in api_routes(request.app)
+        if route.path_regex.match(path)
+        for method in route.methods or ()
+    }
+    return sorted(methods)
 
 
 async def _redis(_: Request, exc: Exception) -> JSONResponse:

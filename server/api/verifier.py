@@ -36,6 +36,12 @@ class TokenVerifier:
             self._cache.put(key, verdict)
         return verdict.scope
 
+    def cached_scope(self, secret: str) -> Scope | None:
+        """The scope of a live token whose verdict is cached; None when the token is unknown,
+        revoked, or not verified lately (the caller then asks `scope_of`)."""
+        verdict = self._cache.get(tokens.hash_secret(secret))
+        return None if verdict is None else verdict.scope
+
     def _verify(self, secret: str) -> _Verdict:
         with session_scope(self.sessions) as s:
             token = tokens.find_token(s, secret=secret)

@@ -61,7 +61,7 @@ def test_an_open_server_answers_only_loopback_clients(make_client: MakeClient) -
     response = remote.get("/v1/workers")
     assert response.status_code == 403
     assert "auth=open" in response.json()["detail"]
-    assert remote.get("/healthz").status_code == 200
+    assert remote.get("/healthz").status_code == 403  # health checks too: nobody else
 
 
 def test_an_open_server_is_refused_on_a_public_address(settings: Settings) -> None:

@@ -173,7 +173,8 @@ def test_workers_of_a_server_without_any(client: Client) -> None:
 
 def test_an_unreachable_server_is_a_clear_error() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    with Client(url) as hub, pytest.raises(ServerUnreachable, match=rf"cannot reach .* at {url}"):
+    unreachable = pytest.raises(ServerUnreachable, match=rf"cannot reach .* at {url}")
+    with Client(url, retry_s=0) as hub, unreachable:
         hub.get(1)
 
 

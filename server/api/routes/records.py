@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from tunehub.schemas.records import ImportSummary
 from tunehub.server.api.auth import AdminAccess
 from tunehub.server.api.deps import ServicesDep
+from tunehub.server.generations import BestGenerations
 from tunehub.server.records import import_records
 
 router = APIRouter(prefix="/v1/records", tags=["records"], dependencies=[AdminAccess])
@@ -30,6 +31,7 @@ async def import_file(request: Request, services: ServicesDep) -> ImportSummary:
     already stored for the same workload, target, device, symbols and config is skipped); all
     of the file or, when a line is invalid, none of it."""
     body = await request.body()
+    generations = None if services.redis is None else BestGenerations(services.redis)
     return await to_thread.run_sync(
-        import_records, services.sessions, body.splitlines(), services.best.generations
+        import_records, services.sessions, body.splitlines(), generations
     )

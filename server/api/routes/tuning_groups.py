@@ -18,7 +18,12 @@ from tunehub.server.submit import cancel_group, submit_group
 router = APIRouter(prefix="/v1/tuning-groups", tags=["tuning groups"])
 
 
-@router.post("", status_code=HTTPStatus.ACCEPTED, dependencies=[SubmitAccess])
+@router.post(
+    "",
+    status_code=HTTPStatus.ACCEPTED,
+    dependencies=[SubmitAccess],
+    responses={409: {"description": "A task's workload is being tuned already"}},
+)
 def submit(request: TuningGroupRequest, services: ServicesDep) -> TuningGroupView:
     """Queue one tuning per task, run by one tuner that shares the budget among them."""
     group_id = submit_group(
@@ -45,7 +50,11 @@ def get_group(group: GroupDep, s: SessionDep) -> TuningGroupView:
     return views.group_view(s, group)
 
 
-@router.post("/{group_id}/cancel", dependencies=[AdminAccess])
+@router.post(
+    "/{group_id}/cancel",
+    dependencies=[AdminAccess],
+    responses={409: {"description": "The group has already ended"}},
+)
 def cancel(group: GroupDep, s: SessionDep) -> TuningGroupView:
     """Cancel the group's unfinished tunings (409 when none is left)."""
     cancel_group(s, group)

@@ -61,7 +61,11 @@ def get_tuning(tuning: TuningDep, s: SessionDep) -> TuningView:
     return views.tuning_view(s, tuning)
 
 
-@router.post("/{tuning_id}/cancel", dependencies=[AdminAccess])
+@router.post(
+    "/{tuning_id}/cancel",
+    dependencies=[AdminAccess],
+    responses={409: {"description": "The tuning has already ended"}},
+)
 def cancel(tuning: TuningDep, s: SessionDep) -> TuningView:
     """Cancel a queued or running tuning (409 when it has ended)."""
     cancel_tuning(s, tuning)

@@ -44,7 +44,7 @@ async def ui_access(request: Request, services: ServicesDep) -> None:
     if secret is None and header.lower().startswith("bearer "):
         secret = header[len("bearer ") :].strip()
     try:
-        await authorize(request, services, secret, Scope.READ)
+        await authorize(services, secret, Scope.READ)
     except HTTPException as exc:
         if exc.status_code == HTTPStatus.UNAUTHORIZED:
             raise LoginRequired(

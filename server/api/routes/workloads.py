@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 
 from tunehub.schemas.api import BestRequest, BestView, Page, RecordView, WorkloadView
 from tunehub.schemas.dispatch import DispatchTable
@@ -49,25 +49,34 @@ def list_workloads(
     return views.page([WorkloadView.model_validate(w) for w in rows], paging.limit, paging.offset)
 
 
-@router.get("/{key}/best", responses=_NOT_FOUND)
+@router.get("/{key}/best", response_model=BestView, responses=_NOT_FOUND)
 async def best(
     key: WorkloadKey,
     target: TargetDep,
     symbols: SymbolsDep,
     services: ServicesDep,
+    request: Request,
     device: DeviceDep = None,
-) -> BestView:
+) -> Response:
     """The fastest verified record of the workload for `target`, with its artifact id; with
     `device`, one measured on that device model if any (else `fallback` says why not)."""
-    return await services.best.by_key(key, target, symbols, device)
+    query = request.scope["query_string"]
+    return _json(await services.best.by_key(key, target, symbols, device, query))
 
 
-@router.post("/best", responses=_NOT_FOUND)
-async def best_by_signature(request: BestRequest, services: ServicesDep) -> BestView:
+@router.post("/best", response_model=BestView, responses=_NOT_FOUND)
+async def best_by_signature(request: BestRequest, services: ServicesDep) -> Response:
     """As `GET /v1/workloads/{key}/best`, naming the workload by its signature."""
-    return await services.best.by_signature(
-        request.task, request.target, request.symbols, request.device
+    return _json(
+        await services.best.by_signature(
+            request.task, request.target, request.symbols, request.device
+        )
     )
+
+
+def _json(body: bytes) -> Response:
+    """A `BestView` rendered by `BestLookup` (as FastAPI would), sent as it is."""
+    return Response(body, media_type="application/json")
 
 
 @router.get("/{key}/dispatch", responses=_NOT_FOUND)
