@@ -17,7 +17,7 @@ from redis import Redis
 from tests.api.api_process import ApiProcess, api_env, tunehub_api
 from tests.api.conftest import MakeClient
 from tests.api.data import add_record, key_of, make_token, sessions, signature
-from tunehub.schemas.api import RecordView, Scope
+from tunehub.schemas.api import BestView, Scope
 from tunehub.schemas.record import RecordStatus
 from tunehub.server.db import store
 from tunehub.server.db.models import Record
@@ -32,10 +32,11 @@ FOLLOW_S = 10.0
 
 
 def rendered(client: TestClient, record: Record) -> bytes:
-    """What FastAPI itself sends for a route returning this record's `RecordView`."""
+    """What FastAPI itself sends for a route returning this record's `BestView` (asked for
+    no device: no fallback)."""
     with session_scope(sessions(client)) as s:
         row = s.get(Record, record.id)
-        return TypeAdapter(RecordView).dump_json(RecordView.model_validate(row), by_alias=True)
+        return TypeAdapter(BestView).dump_json(BestView.model_validate(row), by_alias=True)
 
 
 def test_hits_and_misses_send_the_routes_own_bytes(make_client: MakeClient) -> None:

@@ -5,6 +5,7 @@ document allows."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from tunehub.server.db import tokens
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
+HOOKS = "tests.api.schemathesis_hooks"
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 MAX_EXAMPLES = 10
 SEED = 20261125
@@ -50,6 +53,7 @@ def test_the_api_conforms_to_its_openapi_document(
                 *("--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED)),
             ],
             cwd=tmp_path,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": HOOKS, "PYTHONPATH": str(ROOT)},
             capture_output=True,
             text=True,
             timeout=RUN_TIMEOUT_S,
