@@ -20,6 +20,7 @@ from tunehub.client.commands.common import UserError, read_signature, seconds
 from tunehub.client.commands.remote import progress_bar
 from tunehub.client.sdk import Client
 from tunehub.runtime import load_kernel
+from tunehub.runtime.backend import target_runtime
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
 
@@ -101,8 +102,8 @@ def run_demo(
 
     kernel = load_kernel(kernel_dir)
     inputs = random_inputs(program, tuning.symbols, seed=CHECK_SEED)
-    on_gpu = Target.parse(tuning.target).kind == "cuda"
-    arguments = [_on_device(inputs[t.name], on_gpu) for t in program.inputs]
+    device = target_runtime(Target.parse(tuning.target).kind).torch_device
+    arguments = [_on_device(inputs[t.name], device) for t in program.inputs]
     returned = kernel(*arguments)
     outputs = [_on_host(x) for x in (returned if isinstance(returned, tuple) else (returned,))]
     expected = evaluate(program, inputs, tuning.symbols)
@@ -113,7 +114,7 @@ def run_demo(
         verdict = "[green]matches[/]" if result.ok else "[red]does not match[/]"
         console.print(
             f"downloaded the best kernel, loaded it with load_kernel and ran it on new "
-            f"{'torch CUDA tensors' if on_gpu else 'numpy arrays'}: {name} {verdict} the "
+            f"{f'torch {device} tensors' if device else 'numpy arrays'}: {name} {verdict} the "
             f"reference "
             f"(max abs error {result.max_abs_err:.2g})"
         )
@@ -121,13 +122,14 @@ def run_demo(
     return ok
 
 
-def _on_device(array: np.ndarray, on_gpu: bool) -> Any:
-    """`array` where the kernel reads it: a torch tensor on the current GPU for CUDA kernels."""
-    if not on_gpu:
+def _on_device(array: np.ndarray, device: str | None) -> Any:
+    """`array` where the kernel reads it: a torch tensor on `device` (the current GPU for
+    CUDA kernels), or the array itself for kernels of host memory."""
+    if device is None:
         return array
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(array)).cuda()
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
 
 
 def _on_host(value: Any) -> np.ndarray:

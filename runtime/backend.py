@@ -18,6 +18,8 @@ class RuntimeBackend(ABC):
     source: str  # the source's file name, e.g. "kernel.c"
     # Metadata entries kept in files of their own beside it, e.g. {"ptx": "kernel.ptx"}.
     sidecars: ClassVar[Mapping[str, str]] = {}
+    # The torch device type whose tensors its kernels take (None: numpy arrays in host memory).
+    torch_device: str | None = None
 
     @property
     def artifact_kind(self) -> str:

@@ -16,6 +16,7 @@ class CudaRuntime(RuntimeBackend):
     artifact = "kernel.cubin"
     source = "kernel.cu"
     sidecars: ClassVar[Mapping[str, str]] = {"ptx": "kernel.ptx"}
+    torch_device = "cuda"
 
     def load(self, artifact: Path, metadata: dict[str, Any]) -> CudaKernel:
         return CudaKernel(artifact.read_bytes(), metadata)
