@@ -16,12 +16,13 @@ from rq import Queue
 from rq.registry import StartedJobRegistry
 from sqlalchemy.orm import Session
 
-from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 from tunehub.server.db import store
 from tunehub.server.db.models import Record, Tuning, Workload
 from tunehub.server.tuner.reporting import summarize
+from tunehub.server.tuner.service import living_tuners
 from tunehub.server.ui import format, queries
 from tunehub.server.ui.chart import Chart, curve
 from tunehub.worker.daemon import list_workers
@@ -154,6 +155,8 @@ class WorkersPage:
     redis: bool  # False: the server has no Redis, so no workers and no queues
     workers: list[WorkerRow]
     queues: list[QueueRow]
+    tuners: list[str]  # the living tuner daemons' names
+    tunings: QueueRow  # the tuners' queue: the database's queued and running tunings
 
 
 def tunings_page(s: Session, *, offset: int = 0) -> TuningsPage:
@@ -272,10 +275,15 @@ def workload_page(s: Session, workload: Workload) -> WorkloadPage:
     )
 
 
-def workers_page(redis: Redis | None, *, now: datetime | None = None) -> WorkersPage:
-    """The living workers with their heartbeats, and the depth of every RQ queue."""
+def workers_page(s: Session, redis: Redis | None, *, now: datetime | None = None) -> WorkersPage:
+    """The living workers with their heartbeats, the depth of every RQ queue, and the tuners
+    with their queue (the tunings the database holds queued and running)."""
+    counts = store.count_tunings_by_status(s)
+    tunings = QueueRow(
+        "tunings", counts.get(TuningStatus.QUEUED, 0), counts.get(TuningStatus.RUNNING, 0)
+    )
     if redis is None:
-        return WorkersPage(False, [], [])
+        return WorkersPage(False, [], [], [], tunings)
     now = now or datetime.now(UTC)
     workers = []
     for w in list_workers(redis):
@@ -300,7 +308,7 @@ def workers_page(redis: Redis | None, *, now: datetime | None = None) -> Workers
         QueueRow(q.name, q.count, StartedJobRegistry(queue=q).get_job_count(cleanup=False))
         for q in queues
     ]
-    return WorkersPage(True, workers, rows)
+    return WorkersPage(True, workers, rows, living_tuners(redis), tunings)
 
 
 class _RecordFields(Protocol):

@@ -161,6 +161,27 @@ def test_without_redis_the_workers_page_says_so(make_client: MakeClient) -> None
     assert "has no Redis" in page.text
 
 
+def test_the_workers_page_shows_the_tuners_queue(client: TestClient) -> None:
+    """The tuners' queue is the database: its queued and running tunings, whether or not a
+    tuner is alive to take them."""
+    _tuning(client, signature("matmul_128"))
+    with session_scope(sessions(client)) as s:
+        store.create_tuning(
+            s,
+            workload_key=key_of(signature("matmul_128")),
+            target=TARGET,
+            symbols={},
+            trials=4,
+            strategy="random",
+        )
+    page = client.get("/ui/workers/live").text
+    row = re.search(
+        r"<code>tunings</code></td><td class=\"num\">(\d+)</td><td class=\"num\">(\d+)", page
+    )
+    assert row is not None and (row[1], row[2]) == ("1", "1")
+    assert "none alive" in page
+
+
 def test_with_tokens_the_pages_need_a_token(make_client: MakeClient) -> None:
     client = make_client(auth="token")
     secret = make_token(sessions(client), Scope.READ)

@@ -5,6 +5,7 @@ trials are measured, without reloading it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,7 +105,8 @@ def test_every_page_loads_and_a_live_tuning_curve_grows(
     page.goto(f"{ui}/workers")
     for process in service.fleet.processes:
         expect(page.locator("table.workers")).to_contain_text(process.name)
-    expect(page.locator("table.queues")).to_contain_text("tunehub:tuner")
+    expect(page.locator("table.queues")).to_contain_text("tunehub:measure:cpu")
+    expect(page.locator("table.tuners")).to_contain_text(re.compile(r"standalone-\S+-tuner"))
 
 
 def test_a_browser_logs_in_with_a_token(tmp_path: Path, page: Page) -> None:

@@ -125,14 +125,14 @@ def workload(request: Request, workload: WorkloadDep, s: SessionDep) -> HTMLResp
 
 
 @router.get("/workers")
-def workers(request: Request, services: ServicesDep) -> HTMLResponse:
-    page = views.workers_page(services.redis)
+def workers(request: Request, services: ServicesDep, s: SessionDep) -> HTMLResponse:
+    page = views.workers_page(s, services.redis)
     return _page(request, "workers.html", "workers", page=page)
 
 
 @router.get("/workers/live")
-def workers_live(request: Request, services: ServicesDep) -> HTMLResponse:
-    page = views.workers_page(services.redis)
+def workers_live(request: Request, services: ServicesDep, s: SessionDep) -> HTMLResponse:
+    page = views.workers_page(s, services.redis)
     return _page(request, "_workers_live.html", "workers", page=page)
 
 
