@@ -26,14 +26,23 @@ def pytest_configure(config: pytest.Config) -> None:
 POSTGRES_URL_ENV = "TUNEHUB_TEST_POSTGRES_URL"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of an empty database, private to one test: a SQLite file in `tmp_path`, and a
     fresh PostgreSQL database when `TUNEHUB_TEST_POSTGRES_URL` names a server (created and
     dropped around the test; nothing else on that server is touched). Not migrated: call
     `server.db.session.migrate(url)` first."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tunehub.db'}"
+    yield from empty_database(request.param, tmp_path)
+
+
+def empty_database(kind: str, folder: Path) -> Iterator[str]:
+    """`database_url`'s database for fixtures of any scope: `kind` is "sqlite" (a file in
+    `folder`) or "postgres" (skipped without a server)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / 'tunehub.db'}"
         return
     server_url = os.environ.get(POSTGRES_URL_ENV)
     if not server_url:

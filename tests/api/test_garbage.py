@@ -8,6 +8,8 @@ query strings from Hypothesis against the routes that take them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -15,8 +17,12 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api.conftest import MakeClient
+from tests.api.conftest import LOCAL_CLIENT
 from tests.api.data import signature
+from tests.conftest import DATABASES, empty_database
+from tests.service.redis_server import RedisServer, redis_server_binary
+from tunehub.server.app import create_app
+from tunehub.server.settings import Settings
 
 KEY = "ab" * 32
 SIG = signature()
@@ -159,9 +165,29 @@ def _assert_client_error(response: Any, what: object) -> None:
     assert isinstance(detail, str) and detail and "\n" not in detail, (what, detail)
 
 
-@pytest.fixture
-def garbage_client(make_client: MakeClient) -> TestClient:
-    return make_client(max_body_bytes=64 * 1024)
+@pytest.fixture(scope="module", params=DATABASES)
+def garbage_client(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    """One server for the whole module, per database: garbage is refused before anything is
+    stored, so the tests cannot disturb each other, and a server per test (a redis-server, a
+    database, migrations) cost ten times the requests."""
+    if redis_server_binary() is None:
+        pytest.skip("redis-server is not on PATH")
+    folder = tmp_path_factory.mktemp("garbage")
+    with (
+        contextmanager(empty_database)(request.param, folder) as database_url,
+        RedisServer(folder / "redis") as redis,
+    ):
+        settings = Settings(
+            home=folder / "home",
+            database_url=database_url,
+            redis_url=redis.url,
+            max_body_bytes=64 * 1024,
+        )
+        app = create_app(settings)
+        with TestClient(app, client=LOCAL_CLIENT, raise_server_exceptions=False) as client:
+            yield client
 
 
 @pytest.mark.parametrize("body", BAD_JSON_BODIES, ids=range(len(BAD_JSON_BODIES)))
