@@ -1,6 +1,6 @@
 """Every shipped example tunes end to end, and its best kernel computes what the signature says.
 
-For each `examples/*.json`: a real local tuning of 32 trials (Tuner + LocalExecutor, a SQLite
+For each `examples/*.json`: a real local tuning of 16 trials (Tuner + LocalExecutor, a SQLite
 file, 2 threads), then the best kernel exported with `tunehub kernel`, loaded with
 `client.load_kernel` and run on inputs of another seed than the tuning's, against the numpy
 reference. The tuning verified each candidate on its own inputs; this checks the artifact a
@@ -39,7 +39,7 @@ from tunehub.server.db.session import make_engine, migrate, session_factory, ses
 from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.json"))
-TRIALS = 32
+TRIALS = 16
 THREADS = 2
 STRATEGY = "model"  # the CLI's default
 # int4_matmul is tuned at a small batch: its naive kernel at the default M=64 takes ~0.5 s.

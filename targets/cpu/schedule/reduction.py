@@ -110,6 +110,10 @@ class Reduction(Schedule):
         cols, parallel = int(config.get("cols", 0)), int(config["parallel"])
         if config["split"] and (cols or parallel):
             return "split parallelizes the reduce loop of the row order alone"
+        if cols and int(config["vec"]) and not contiguous(stage, stage.axes[-1]):
+            # A gather per lane: slower than the scalar walk, and gcc 12 takes half a minute
+            # to compile such a loop around an inlined exp (a softmax's row sum).
+            return "column order vectorizes along the last axis, which its reads do not walk"
         if int(config["vec"]) and int(config["unroll"]) > 1 and (cols or config["split"]):
             return "vector accumulators are interleaved in the row order alone"
         if int(config["vec"]) and int(config["unroll"]) > 1 and _vector_term(stage, 1) is None:
