@@ -17,6 +17,7 @@ tuning_wall_s and the TVM version.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -141,6 +142,11 @@ WORKLOADS: dict[str, Callable[[], list[te.Tensor]]] = {
 }
 
 
+# MetaSchedule's default (30 s) kills builder processes still importing TVM (above), which
+# then restart and import again: no candidate is ever built.
+BUILD_TIMEOUT_S = 180
+
+
 def host_target() -> tvm.target.Target:
     cpu = tvm.target.codegen.llvm_get_system_cpu()
     return tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": 1})
@@ -158,9 +164,16 @@ def main() -> None:
     tensors = WORKLOADS[name]()
     mod = tvm.IRModule({"main": te.create_prim_func(tensors)})
     target = host_target()
+    # Registering TVM's tensor intrinsics takes about 40 s of import on some machines (every
+    # TVMScript function it parses walks the interpreter stack): paid here before the clock,
+    # and by each builder process at its start, which the builder's timeout must allow.
+    importlib.import_module("tvm.s_tir.tensor_intrin")
+    builder = ms.builder.LocalBuilder(timeout_sec=BUILD_TIMEOUT_S)
     with tempfile.TemporaryDirectory(prefix="tvm-ms-") as work_dir:
         start = time.perf_counter()
-        database = ms.tune_tir(mod, target, work_dir, max_trials_global=int(trials))
+        database = ms.tune_tir(
+            mod, target, work_dir, max_trials_global=int(trials), builder=builder
+        )
         wall = time.perf_counter() - start
         schedule = ms.tir_integration.compile_tir(database, mod, target)
     if schedule is None:
