@@ -9,7 +9,7 @@ Each pair is a workload and the matmul doing its arithmetic as a plain GEMM: a 3
 convolution of 64 channels and 64 filters on 28 x 28 (padding 1) in NCHW and NHWC beside the
 784 x 64 x 576 matmul, a 1x1 convolution of 64 channels on 56 x 56 beside 3136 x 64 x 64, and
 a 256^3 matmul with float16 inputs (cast to float32 in the product) beside the float32 one.
-Results go to docs/benchmarks/cpu_rates-<date>.md with the machine and commit.
+Results go to docs/benchmarks/cpu_rates-<date>-<isa>.md with the machine and commit.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import describe_machine, git_commit  # noqa: E402
+from bench.machine import describe_machine, git_commit, report_path  # noqa: E402
 from bench.tuning import scratch_database, tune  # noqa: E402
 from tests.compiler.test_forms import conv_forms, matmul_forms, tensor  # noqa: E402
 from tunehub.compiler.analysis import contraction_flops  # noqa: E402
@@ -113,7 +113,7 @@ def main() -> None:
         f"`python bench/cpu_rates.py --trials {args.trials}` (one thread each, every "
         "workload tuned from scratch in this run).\n\n"
     )
-    out = ROOT / "docs" / "benchmarks" / f"cpu_rates-{day}.md"
+    out = report_path("cpu_rates", cpu_isa())
     out.write_text(header + "\n".join(lines) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 

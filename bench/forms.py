@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import describe_machine, git_commit  # noqa: E402
+from bench.machine import describe_machine, git_commit, report_path  # noqa: E402
 from bench.tuning import scratch_database, tune  # noqa: E402
 from tests.compiler.test_forms import (  # noqa: E402
     conv_forms,
@@ -90,7 +90,7 @@ def main() -> None:
         f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
         f"`python bench/forms.py --trials {args.trials}` (one thread each).\n\n"
     )
-    out = ROOT / "docs" / "benchmarks" / f"forms-{day}.md"
+    out = report_path("forms", cpu_isa())
     out.write_text(header + "\n".join(lines) + "\n")
     print("\n".join(lines[-len(spreads) :]))
     print(f"wrote {out.relative_to(ROOT)}")

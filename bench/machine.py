@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 import subprocess
@@ -49,3 +50,10 @@ def git_commit() -> str:
     except OSError:
         return "unknown"
     return f"{commit}-dirty" if dirty else commit or "unknown"
+
+
+def report_path(name: str, tag: str = "") -> Path:
+    """`docs/benchmarks/<name>-<date>[-<tag>].md`: a tag (such as the CPU's ISA) keeps the
+    reports of one day on different machines apart."""
+    suffix = f"-{tag}" if tag else ""
+    return ROOT / "docs" / "benchmarks" / f"{name}-{datetime.date.today().isoformat()}{suffix}.md"
