@@ -199,12 +199,15 @@ class Buffer:
 @dataclass(frozen=True, slots=True)
 class Workspace:
     """A heap buffer of the function (aligned to 64 bytes). `per_thread`: one copy per thread,
-    for scratch that a parallel loop's iterations must not share (e.g. packed tiles)."""
+    for scratch that a parallel loop's iterations must not share (e.g. packed tiles).
+    `zeroed`: filled with zeros when the function starts (state a thread keeps across the
+    iterations it runs, such as which panel it last packed)."""
 
     name: str
     dtype: str
     shape: tuple[Extent, ...]
     per_thread: bool = False
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)

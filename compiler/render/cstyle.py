@@ -203,16 +203,19 @@ class CStyleRenderer:
         lines = [f"{self.function_prefix}int {fn.name}({self.params(fn)}) {{"]
         pad = self.indent
         bases = [self._base(ws) for ws in fn.workspaces]
-        for ws, base in zip(fn.workspaces, bases, strict=True):
-            elements = self.expr(self._elements(ws))
-            count = f"{elements} * {self.thread_count()}" if ws.per_thread else elements
-            size = f"(int64_t)({count}) * (int64_t)sizeof({self.storage_types[ws.dtype]})"
+        sizes = [self._bytes(ws) for ws in fn.workspaces]
+        for ws, base, size in zip(fn.workspaces, bases, sizes, strict=True):
             lines.append(f"{pad}{self.storage_types[ws.dtype]}* {base} = alloc_aligned({size});")
         if bases:
             self.need("alloc_aligned", self._alloc_helper())
             lines.append(f"{pad}if ({' || '.join(f'!{b}' for b in bases)}) {{")
             lines += [f"{pad * 2}free({b});" for b in bases]
             lines += [f"{pad * 2}return 1;", f"{pad}}}"]
+        lines += [
+            f"{pad}__builtin_memset({base}, 0, {size});"
+            for ws, base, size in zip(fn.workspaces, bases, sizes, strict=True)
+            if ws.zeroed
+        ]
         serial = _serial_uses(fn.body)
         private = [ws for ws in fn.workspaces if ws.per_thread and ws.name in serial]
         lines += self._thread_pointers(private, "0", 1)
@@ -223,6 +226,11 @@ class CStyleRenderer:
 
     def _base(self, ws: Workspace) -> str:
         return f"{self.name(ws.name)}base" if ws.per_thread else self.name(ws.name)
+
+    def _bytes(self, ws: Workspace) -> str:
+        elements = self.expr(self._elements(ws))
+        count = f"{elements} * {self.thread_count()}" if ws.per_thread else elements
+        return f"(int64_t)({count}) * (int64_t)sizeof({self.storage_types[ws.dtype]})"
 
     def _elements(self, ws: Workspace) -> Expr:
         return product(as_expr(e) for e in ws.shape)

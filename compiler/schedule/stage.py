@@ -75,11 +75,16 @@ class Context:
         return self.namer(base)
 
     def scratch(
-        self, base: str, dtype: str, shape: tuple[Extent, ...], per_thread: bool = False
+        self,
+        base: str,
+        dtype: str,
+        shape: tuple[Extent, ...],
+        per_thread: bool = False,
+        zeroed: bool = False,
     ) -> str:
         """A new workspace buffer; its (fresh) name."""
         name = self.namer(base)
-        self.workspaces.append(Workspace(name, dtype, shape, per_thread))
+        self.workspaces.append(Workspace(name, dtype, shape, per_thread, zeroed))
         return name
 
 

@@ -15,6 +15,7 @@ from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.analysis import analyze
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Program, Var
+from tunehub.compiler.lower import lower
 from tunehub.compiler.program import load
 from tunehub.compiler.schedule.plan import plan
 from tunehub.compiler.schedule.vectorize import vectorize
@@ -296,3 +297,37 @@ def test_a_computed_side_packs_in_runs_with_a_ragged_tail() -> None:
     )
     blocks = [{"kc": kc, "pack_cols": True, "vec_side": "rhs"} for kc in (0, 64)]
     check_configs(program, CPU, variants(program, *blocks, samples=2), {})
+
+
+@pytest.mark.parametrize("name", ["batched_matmul_nt", "conv2d_3x3"])
+def test_column_panels_pack_once_per_column_block_and_batch(name: str) -> None:
+    """With one k block a thread packs a column block's panels once and keeps them for its
+    later row blocks; a new column block or batch index (B[b, j, k] differs per b) packs
+    again, whichever loops run in parallel and however small the row blocks are."""
+    program = example(name)
+    space = space_for(program, CPU)
+    reused = [
+        {
+            "kc": 0,
+            "mr": 2,
+            "mb": 1,
+            "nv": 1,
+            "nb": nb,
+            "parallel": parallel,
+            "vec_side": side,
+            "pack_cols": True,
+        }
+        for nb in (1, 2)
+        for parallel in range(len(space.knobs["s0.parallel"]))
+        for side in ("rhs", "lhs")
+    ]
+    check_configs(program, CPU, variants(program, *reused, samples=0), {})
+
+
+def test_only_a_single_k_block_keeps_its_column_panels() -> None:
+    """k blocks refill the panels at every block: nothing to keep across row blocks."""
+    program = example("conv2d_3x3")  # k = 288
+    space = space_for(program, CPU)
+    assert "memset(packed" in lower(program, CPU, {**space.default(), "s0.kc": 0}).source
+    blocked = lower(program, CPU, {**space.default(), "s0.kc": 64}).source
+    assert "packcols" in blocked and "memset(packed" not in blocked

@@ -67,7 +67,13 @@ from tunehub.compiler.schedule.stage import (
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.isa import vector_registers
-from tunehub.targets.cpu.schedule.gemm import Template, k_orders, lanes_of, unpacked_columns
+from tunehub.targets.cpu.schedule.gemm import (
+    Template,
+    k_inner,
+    k_orders,
+    lanes_of,
+    unpacked_columns,
+)
 from tunehub.targets.cpu.schedule.reduction import Reduction
 
 ROW_TILES = (0, 1, 2, 4, 6, 8, 12, 14, 16, 24, 28)  # mr; 0 = the plain nest
@@ -140,8 +146,20 @@ class PackedGemm(Schedule):
         return first_values(self.knobs(stage, target))
 
     def seeds(self, stage: Stage, target: Target) -> list[Config]:
-        """The default: the measured-best shape, so every tuning starts from it."""
-        return [self.default(stage, target)] if plan(stage) is not None else []
+        """The default, then the same with a tile as wide as the columns allow: where the
+        columns are a few vectors (a convolution's 64 filters) a tile holding all of them
+        reads each broadcast row once (a 3x3 NHWC conv 0.47 -> 0.26 ms, AVX-512)."""
+        found = plan(stage)
+        if found is None:
+            return []
+        default = self.default(stage, target)
+        side = found.rhs_axes if default["vec_side"] == "rhs" else found.lhs_axes
+        lanes = lanes_of(target, found.acc)
+        nv = max(v for v in VECTORS if v == 1 or (v - 1) * lanes < _extent(stage, side))
+        fits = [m for m in ROW_TILES if m * nv + nv + 1 <= vector_registers(target)]
+        wide = {**default, "nv": nv, "mr": max(fits)}
+        # fewer than 4 rows per tile reload the column vectors too often to be worth a trial
+        return [default] if wide == default or wide["mr"] < 4 else [default, wide]
 
     def default(self, stage: Stage, target: Target) -> Config:
         """What measured best on fp32 matmuls from 128^3 to 1024^3 on AVX-512: an 8 x 2-vector
@@ -162,14 +180,15 @@ class PackedGemm(Schedule):
         cols = found.rhs_axes if side == "rhs" else found.lhs_axes
         row_side, col_side = (found.lhs, found.rhs) if side == "rhs" else (found.rhs, found.lhs)
         in_place = len(rows) == 1 and len(stage.anchor.reduce_axes) == 1 and _wide(row_side)
+        k_runs = k_inner(row_side, tuple(r.name for r in stage.anchor.reduce_axes), rows)
         config.update(
             mr=8 if vector_registers(target) >= 32 else 6,
             nv=2,
-            kc=0 if k_extent is not None and k_extent <= 512 else 256,
+            kc=0 if k_extent is not None and k_extent <= 1024 else 256,
             mb=32,
             nb=8,
             vec_side=side,
-            pack_rows="none" if in_place else "interleaved",
+            pack_rows="none" if in_place else "rows" if k_runs else "interleaved",
             tile_order="rows",
             prefetch=16,
             parallel=max(self.knobs(stage, target)["parallel"]),

@@ -65,7 +65,7 @@ def _transforms(side: Expr) -> bool:
     return not isinstance(side, Load)
 
 
-def _k_inner(side: Expr, k_axes: tuple[str, ...], lane_axes: tuple[str, ...]) -> bool:
+def k_inner(side: Expr, k_axes: tuple[str, ...], lane_axes: tuple[str, ...]) -> bool:
     """Whether packing `side` should walk k innermost: its reads' last indices follow k and
     not the panel's lane axes (row-major A[i, k], NT B[j, k], int4 W[n, k // 8])."""
     last = [ld.indices[-1] for ld in loads(side) if ld.indices]
@@ -188,6 +188,10 @@ class Template:
         kc = int(config["kc"])
         self.kc = kc if kc and (k_total is None or kc < k_total) else 0  # 0: one k block
         self.k_stride = const(self.kc) if self.kc else self.k.extent  # of packed panels
+        # With one k block, a thread's consecutive row blocks of one column block read the
+        # same column panels: packed once, not once per row block (a convolution's weights
+        # are a strided gather, and repacking them per block cost more than the im2col).
+        self.reuse_cols = self.pack_cols and not self.kc and not rows
 
     # ------------------------------------------------------------------ loops
 
@@ -204,9 +208,13 @@ class Template:
             Loop(lp.var, lp.extent, "parallel") for lp in outer[: self.parallel]
         ]
         col0, row0 = mul(var(jc.var), const(self.nc)), mul(var(ic.var), const(self.mc))
-        return nest(outer, self._block(index, row0, col0))
+        # 1 + the column block's index among all of them (batch and jc): which panels are packed
+        block = const(1)
+        for loop in outer[:-1]:
+            block = add(mul(sub(block, const(1)), loop.extent), add(var(loop.var), const(1)))
+        return nest(outer, self._block(index, row0, col0, block))
 
-    def _block(self, index: dict[str, Expr], row0: Expr, col0: Expr) -> Stmt:
+    def _block(self, index: dict[str, Expr], row0: Expr, col0: Expr, block: Expr) -> Stmt:
         """One mc x nc block of the output: k blocks of packing and register tiles."""
         ctx = self.ctx
         nrows, ncols, depth = ctx.fresh("nrows"), ctx.fresh("ncols"), ctx.fresh("depth")
@@ -244,19 +252,23 @@ class Template:
         )
         packs = []
         if self.pack_cols:
-            packs.append(
-                self._pack(
-                    self.col_panels,
-                    self.col_side,
-                    self.col,
-                    self.nr,
-                    col0,
-                    count[1],
-                    index,
-                    k0,
-                    var(depth),
-                )
+            pack = self._pack(
+                self.col_panels,
+                self.col_side,
+                self.col,
+                self.nr,
+                col0,
+                count[1],
+                index,
+                k0,
+                var(depth),
             )
+            if self.reuse_cols:
+                packed = ctx.scratch("packed", INDEX, (1,), per_thread=True, zeroed=True)
+                at = (const(0),)
+                fresh = Binary("!=", Load(packed, at, INDEX), block, "bool")
+                pack = If(fresh, seq(pack, Store(packed, at, block)))
+            packs.append(pack)
         if self.pack_rows != "none":
             packs.append(
                 self._pack(
@@ -358,9 +370,9 @@ class Template:
             )
 
         offset = at(var(kk))
-        if _k_inner(side, self.k.axes, group.axes) and _transforms(side) and not k_fastest:
+        if k_inner(side, self.k.axes, group.axes) and _transforms(side) and not k_fastest:
             fill = self._runs(buf, lane, var(width), depth, value, at)
-        elif k_fastest or _k_inner(side, self.k.axes, group.axes):
+        elif k_fastest or k_inner(side, self.k.axes, group.axes):
             fill = For(lane, var(width), over_k())
         else:
             fill = For(kk, depth, over_lanes(var(kk)))
