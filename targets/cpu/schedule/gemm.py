@@ -209,7 +209,7 @@ class Template:
         ]
         col0, row0 = mul(var(jc.var), const(self.nc)), mul(var(ic.var), const(self.mc))
         # 1 + the column block's index among all of them (batch and jc): which panels are packed
-        block = const(1)
+        block: Expr = const(1)
         for loop in outer[:-1]:
             block = add(mul(sub(block, const(1)), loop.extent), add(var(loop.var), const(1)))
         return nest(outer, self._block(index, row0, col0, block))
@@ -416,7 +416,7 @@ class Template:
         outer = Group(group.axes[:-1], group.extents[:-1])
         at = {**outer.index(var(row)), group.axes[-1]: var(x)}
         n = sub(add(base, var(x)), first)
-        columns = split_loop(x, x_from, x_to, value(at), partial(store, n))
+        columns = split_loop(x, x_from, x_to, value(at), partial(store, n), *self._vector_kind())
         return For(row, sub(rows_to, rows_from), columns, start=rows_from)
 
     def _runs(
@@ -483,7 +483,11 @@ class Template:
         ]
 
     def _vector_loop(self, name: str, extent: Expr) -> Loop:
-        return Loop(name, extent, "vectorize", self.lanes) if self.lanes > 1 else Loop(name, extent)
+        return Loop(name, extent, *self._vector_kind())
+
+    def _vector_kind(self) -> tuple[str, int]:
+        """The kind and factor of a loop whose iterations write distinct panel elements."""
+        return ("vectorize", self.lanes) if self.lanes > 1 else ("serial", 0)
 
     # ------------------------------------------------------------------ the register tile
 
