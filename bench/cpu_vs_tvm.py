@@ -13,7 +13,7 @@ the same random inputs; TVM's output is checked against tunehub's reference eval
 accumulates the int4 linear in float16 as the TIR says, so its error there is larger) and
 numpy's time on one thread is shown beside them (`worker.measure.library`).
 
-Prints a table and writes `docs/benchmarks/cpu_vs_tvm-<date>.md` with the machine (CPU model
+Prints a table and writes `docs/benchmarks/cpu_vs_tvm-<date>-<isa>.md` with the machine (CPU model
 and ISA) and commit: per workload both latencies, tunehub's speed relative to TVM, both
 tuning times, and the geometric mean.
 """

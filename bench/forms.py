@@ -8,8 +8,8 @@ The forms are those `tests/compiler/test_forms.py` checks, at benchmark sizes: a
 in every operand layout and with axes of extent 1, a matmul + bias + relu + cast in one
 compute and in four, an int4 linear (N = K = 1024, seq_len 32) inline and in MLC-LLM's five
 blocks, and a 3x3 convolution of 32 channels on 28 x 28 in NCHW and NHWC. Each is tuned from
-scratch through the real tuner; results go to docs/benchmarks/forms-<date>.md with the machine
-and commit.
+scratch through the real tuner; results go to docs/benchmarks/forms-<date>-<isa>.md with the
+machine and commit.
 """
 
 from __future__ import annotations
