@@ -11,8 +11,9 @@ thread.
 
 from __future__ import annotations
 
-from tunehub.compiler.loop import For, Function, const_value, stmts
-from tunehub.compiler.render.cstyle import CStyleRenderer
+from tunehub.compiler import dtypes
+from tunehub.compiler.loop import For, Function, const_value, lanes, scalar, stmts, vector
+from tunehub.compiler.render.cstyle import CStyleRenderer, compute
 
 # A kernel without vectorized loops stays scalar: gcc -O3 would otherwise vectorize the naive
 # baseline on its own. gcc 12 has no per-loop switch, and this one also disables `omp simd`,
@@ -29,6 +30,8 @@ static inline int omp_get_max_threads(void) { return 1; }
 #endif
 """
 _OMP_OPS = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+_SELECTS = {"max": ">", "min": "<"}  # vector helpers written as a compare and a bit select
+_MASKS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}  # a comparison's lanes, by width
 _INTRINSICS = "#if defined(__x86_64__)\n#include <immintrin.h>\n#endif"
 _NEAREST = "_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC"
 _F16C_SCALAR = {
@@ -104,6 +107,26 @@ class CRenderer(CStyleRenderer):
             for s in stmts(fn.body)
         )
         return [*([] if vectorized else [_NO_AUTO_VECTORIZE]), *_INCLUDES, *runtime]
+
+    def math(self, fn: str, dtype: str) -> str:
+        if lanes(dtype) > 1 and fn in _SELECTS:
+            return self._select(fn, dtype)
+        return super().math(fn, dtype)
+
+    def _select(self, fn: str, dtype: str) -> str:
+        """max/min of two vectors as a lane compare and a bit select, lane for lane what the
+        scalar helper gives (a NaN on either side comes out). gcc made the scalar helper's
+        lane loop a branch per lane: a relu epilogue ran at half the kernel's speed on random
+        data (a 256^3 matmul with bias, relu and a float16 store: 0.386 -> 0.140 ms)."""
+        vt, n = self.ctype(dtype), lanes(dtype)
+        element = scalar(compute(dtype))
+        mask = self.ctype(vector(_MASKS[dtypes.itemsize(element)], n))
+        nan = " | (x != x)" if dtypes.is_float(element) else ""
+        body = (
+            f"  {mask} m = (x {_SELECTS[fn]} y){nan};\n"
+            f"  return ({vt})((({mask})x & m) | (({mask})y & ~m));"
+        )
+        return self._helper(f"{fn}_{vt}", vt, f"{vt} x, {vt} y", body)
 
     def half_helpers(self, dtype: str, vectorized: bool) -> dict[str, str]:
         """The bit-manipulating forms, which vectorize; one value at a time, F16C's scalar

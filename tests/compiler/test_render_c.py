@@ -137,6 +137,52 @@ def test_half_vectors_round_like_ml_dtypes() -> None:
     assert out["G2"].tobytes() == half_g.tobytes()
 
 
+def test_vector_max_and_min_keep_the_scalar_semantics() -> None:
+    """Vector max/min (a compare and a bit select) give what the scalar helpers give, lane
+    for lane: a NaN on either side comes out (as numpy's maximum), ties (+0 and -0) take `y`;
+    integer lanes likewise."""
+    i = var("i")
+    cases = [("float32", F32xN), ("int32", f"int32x{LANES}")]
+    body: list[Stmt] = []
+    for dtype, vt in cases:
+        for fn in ("max", "min"):
+            for start in range(0, 16, LANES):
+                at = (const(start),)
+                x, y = Load(f"X{dtype}", at, vt), Load(f"Y{dtype}", at, vt)
+                body.append(Store(f"{fn}{dtype}", at, Call(fn, (x, y), vt)))
+                scalar = Call(
+                    fn, (Load(f"X{dtype}", (i,), dtype), Load(f"Y{dtype}", (i,), dtype)), dtype
+                )
+            body.append(For("i", const(16), Store(f"{fn}{dtype}_scalar", (i,), scalar)))
+    inputs = tuple(Buffer(f"{side}{d}", d, (16,)) for d, _ in cases for side in "XY")
+    outputs = tuple(
+        Buffer(f"{fn}{d}{suffix}", d, (16,))
+        for d, _ in cases
+        for fn in ("max", "min")
+        for suffix in ("", "_scalar")
+    )
+    fn = Function("selects", inputs, outputs, (), seq(body))
+    nan = np.nan
+    arrays = {
+        "Xfloat32": np.array(
+            [1, nan, 2, nan, -0.0, 0.0, 3, -3, 5, 7, -1, 0, 4, nan, 8, 9], np.float32
+        ),
+        "Yfloat32": np.array(
+            [2, 1, nan, nan, 0.0, -0.0, 3, 3, -5, 7, -2, 1, 4, 0, -8, 9], np.float32
+        ),
+        "Xint32": np.arange(-8, 8, dtype=np.int32) * 3,
+        "Yint32": np.arange(8, -8, -1, dtype=np.int32) * 2,
+    }
+    out = {b.name: np.zeros(16, b.dtype) for b in outputs}
+    assert call(kernel_of(fn), {**arrays, **out}, {}) == 0
+    for d, _ in cases:
+        for name in ("max", "min"):
+            vector_bits, scalar_bits = out[f"{name}{d}"], out[f"{name}{d}_scalar"]
+            assert vector_bits.tobytes() == scalar_bits.tobytes(), (name, d)
+    assert np.isnan(out["maxfloat32"][[1, 2, 3, 13]]).all() and out["maxfloat32"][8] == 5
+    assert np.signbit(out["maxfloat32"][5]) and not np.signbit(out["maxfloat32"][4])
+
+
 def test_signature_names_cannot_clash_with_c() -> None:
     """Tensors and symbols named like C keywords or helpers are mangled."""
     i = var("i")
