@@ -449,10 +449,12 @@ class CStyleRenderer:
         target = self._element(stmt.buffer, stmt.indices)
         n = lanes(stmt.value.dtype)
         if n > 1:
-            value = self.value(stmt.value, vector(buf.dtype, n))
-            return [
-                f"{pad}{self._lane_helper('vstore', vector(buf.dtype, n))}(&{target}, {value});"
-            ]
+            dtype = vector(buf.dtype, n)
+            if dtypes.is_half(buf.dtype):  # the store rounds: a cast to its dtype is redundant
+                value = self.value(rounded(stmt.value, dtype), compute(dtype))
+            else:
+                value = self.value(stmt.value, dtype)
+            return [f"{pad}{self._lane_helper('vstore', dtype)}(&{target}, {value});"]
         if dtypes.is_half(buf.dtype):
             stored = self.value(rounded(stmt.value, buf.dtype), "float32")
             return [f"{pad}{target} = {self.half('store', buf.dtype)}({stored});"]

@@ -183,6 +183,31 @@ def test_vector_max_and_min_keep_the_scalar_semantics() -> None:
     assert np.signbit(out["maxfloat32"][5]) and not np.signbit(out["maxfloat32"][4])
 
 
+def test_a_vector_store_to_float16_rounds_once() -> None:
+    """`float16(x * 3)` stored to a float16 buffer: the store's own conversion is the one
+    rounding (no round trip before it), and the bits are numpy's."""
+    body = [
+        Store(
+            "H",
+            (const(start),),
+            Cast(
+                f"float16x{LANES}",
+                Binary("*", Load("X", (const(start),), F32xN), Const(3.0, "float32"), F32xN),
+            ),
+        )
+        for start in range(0, 16, LANES)
+    ]
+    fn = Function(
+        "thrice", (Buffer("X", "float32", (16,)),), (Buffer("H", "float16", (16,)),), (), seq(body)
+    )
+    kernel = kernel_of(fn)
+    assert "roundf16" not in kernel.source
+    X = np.random.default_rng(3).standard_normal(16).astype(np.float32) * 1000
+    H = np.zeros(16, np.float16)
+    assert call(kernel, {"X": X, "H": H}, {}) == 0
+    assert H.tobytes() == (X * np.float32(3)).astype(np.float16).tobytes()
+
+
 def test_signature_names_cannot_clash_with_c() -> None:
     """Tensors and symbols named like C keywords or helpers are mangled."""
     i = var("i")
