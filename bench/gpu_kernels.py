@@ -8,7 +8,10 @@ Workloads: fp16 GEMM 4096^3 and 8192^3 (fp32 accumulation; `bench/gemm_fp16_*.js
 torch.matmul (cuBLAS) and a Triton autotuned matmul (`bench/triton_matmul.py`; left out with
 a note where triton is missing); the int4-dequantizing NT matmul + bias + residual
 (`examples/int4_matmul.json`, N = K = 4096, M = 1 and 2048; `bench/int4_matmul_8192.json`,
-N = K = 8192, M = 1) against torch dequantizing then multiplying, and against the read floor:
+N = K = 8192, M = 1) against torch dequantizing then multiplying, a Triton int4 GEMV/GEMM on
+the signature's own layout (`bench/triton_int4.py`, left out where triton is missing; torch's
+tinygemm `_weight_int4pack_mm` takes bfloat16 activations on CUDA, so it cannot run this float16
+workload), and against the read floor:
 one streaming pass over as many bytes as the workload moves (a cupy kernel; left out where
 cupy is missing): what reading those bytes once costs at that size, fixed costs included;
 softmax and layernorm over 4096 rows of 4096 floats (`bench/*_rows.json`) against
@@ -314,7 +317,16 @@ def baselines(torch: Any, w: Workload, inputs: list[Any]) -> dict[str, Callable[
             )
             return torch.addmm(residual + bias, x, weights.t())
 
-        return {"torch dequantize + matmul": dequantize_then_matmul}
+        int4: dict[str, Callable[[], Any]] = {"torch dequantize + matmul": dequantize_then_matmul}
+        try:
+            from bench import triton_int4
+        except ImportError:
+            return int4
+        triton_out = torch.empty_like(residual)
+        int4["Triton int4 (autotuned)"] = lambda: triton_int4.linear(
+            x, words, scales, bias, residual, triton_out
+        )
+        return int4
     if w.kind == "softmax":
         (x,) = inputs
         return {"torch.softmax": lambda: torch.softmax(x, dim=-1)}
