@@ -447,18 +447,15 @@ class CStyleRenderer:
             return [f"{pad}{stmt.buffer}[{index}] = {self.value(stmt.value, dtype)};"]
         buf = self._buffer(stmt.buffer)
         target = self._element(stmt.buffer, stmt.indices)
-        n = lanes(stmt.value.dtype)
-        if n > 1:
-            dtype = vector(buf.dtype, n)
-            if dtypes.is_half(buf.dtype):  # the store rounds: a cast to its dtype is redundant
-                value = self.value(rounded(stmt.value, dtype), compute(dtype))
-            else:
-                value = self.value(stmt.value, dtype)
+        dtype = vector(buf.dtype, lanes(stmt.value.dtype))
+        if dtypes.is_half(buf.dtype):  # the store rounds: a cast to its dtype is redundant
+            value = self.value(rounded(stmt.value, dtype), compute(dtype))
+        else:
+            value = self.value(stmt.value, dtype)
+        if lanes(dtype) > 1:
             return [f"{pad}{self._lane_helper('vstore', dtype)}(&{target}, {value});"]
         if dtypes.is_half(buf.dtype):
-            stored = self.value(rounded(stmt.value, buf.dtype), "float32")
-            return [f"{pad}{target} = {self.half('store', buf.dtype)}({stored});"]
-        value = self.value(stmt.value, buf.dtype)
+            return [f"{pad}{target} = {self.half('store', buf.dtype)}({value});"]
         return [f"{pad}{target} = {value};"]
 
     def _half_value(self, value: Expr, dtype: str) -> str:

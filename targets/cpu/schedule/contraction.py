@@ -155,7 +155,7 @@ class PackedGemm(Schedule):
         default = self.default(stage, target)
         side = found.rhs_axes if default["vec_side"] == "rhs" else found.lhs_axes
         lanes = lanes_of(target, found.acc)
-        nv = max(v for v in VECTORS if v == 1 or (v - 1) * lanes < _extent(stage, side))
+        nv = min(max(VECTORS), -(-_extent(stage, side) // lanes))  # vectors covering the columns
         mr = max(m for m in ROW_TILES if m * nv + nv + 1 <= vector_registers(target))
         wide = {**default, "nv": nv, "mr": mr}
         # fewer than 4 rows per tile reload the column vectors too often to be worth a trial

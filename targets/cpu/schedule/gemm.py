@@ -208,11 +208,12 @@ class Template:
             Loop(lp.var, lp.extent, "parallel") for lp in outer[: self.parallel]
         ]
         col0, row0 = mul(var(jc.var), const(self.nc)), mul(var(ic.var), const(self.mc))
-        # 1 + the column block's index among all of them (batch and jc): which panels are packed
-        block: Expr = const(1)
+        # The column block's index among all of them (batch and jc), from 1: which panels a
+        # thread holds (0: none yet).
+        block: Expr = const(0)
         for loop in outer[:-1]:
-            block = add(mul(sub(block, const(1)), loop.extent), add(var(loop.var), const(1)))
-        return nest(outer, self._block(index, row0, col0, block))
+            block = add(mul(block, loop.extent), var(loop.var))
+        return nest(outer, self._block(index, row0, col0, add(block, const(1))))
 
     def _block(self, index: dict[str, Expr], row0: Expr, col0: Expr, block: Expr) -> Stmt:
         """One mc x nc block of the output: k blocks of packing and register tiles."""
