@@ -376,8 +376,14 @@ def measure(torch: Any, timer: Timer, w: Workload, tuned: Tuned | None) -> list[
     reference = calls[reference_name]().float()
     results = []
     for name, call in calls.items():
-        latency = timer.median(call)
-        actual = launch.result if call is launch else call()
+        try:
+            latency = timer.median(call)
+            actual = launch.result if call is launch else call()
+        except Exception as failure:  # a peer that fails here (say, a Triton version's
+            # compile error) is reported, and the other implementations still measured
+            note = f"failed: {type(failure).__name__}: {str(failure).splitlines()[0][:200]}"
+            results.append(Result(w.name, name, note=note))
+            continue
         error = float((actual.float() - reference).norm() / reference.norm().clamp_min(1e-30))
         wrong = error > TOLERANCE[output.dtype]
         results.append(

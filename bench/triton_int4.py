@@ -21,6 +21,9 @@ import triton.language as tl
 
 GROUP = 32  # k values per scale
 ZERO = 7  # the nibbles' zero point
+# The same two numbers as the kernels see them: compiled Triton reads only constexpr globals
+# (the interpreter reads any).
+_GROUP, _ZERO = tl.constexpr(GROUP), tl.constexpr(ZERO)
 
 GEMV_CONFIGS = [
     triton.Config({"BN": bn, "BK": bk}, num_warps=w)
@@ -43,8 +46,8 @@ def _weights(w_ptr, s_ptr, cols, ks, n, k, stride_w, stride_s):
     inside = (cols[:, None] < n) & (ks[None, :] < k)
     words = tl.load(w_ptr + cols[:, None] * stride_w + ks[None, :] // 8, mask=inside, other=0)
     nibbles = (words >> ((ks[None, :] % 8) * 4)) & 15
-    scales = tl.load(s_ptr + cols[:, None] * stride_s + ks[None, :] // GROUP, mask=inside, other=0)
-    return (nibbles.to(tl.float32) - ZERO) * scales.to(tl.float32)
+    scales = tl.load(s_ptr + cols[:, None] * stride_s + ks[None, :] // _GROUP, mask=inside, other=0)
+    return (nibbles.to(tl.float32) - _ZERO) * scales.to(tl.float32)
 
 
 @triton.jit
