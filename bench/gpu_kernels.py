@@ -1,7 +1,7 @@
 """GPU kernels tuned by tunehub against cuBLAS, Triton and torch, side by side in one run.
 
     python bench/gpu_kernels.py                  # every workload, 64 trials each
-    python bench/gpu_kernels.py --quick          # 16 trials, the 4096^3 GEMM, M=1 GEMV, rows
+    python bench/gpu_kernels.py --quick          # 16 trials: 4096^3 GEMM, int4 M=1 and 2048, rows
     python bench/gpu_kernels.py --only gemm_fp16_4096 int4_gemv_m1 --trials 128
 
 Workloads: fp16 GEMM 4096^3 and 8192^3 (fp32 accumulation; `bench/gemm_fp16_*.json`) against
@@ -30,24 +30,11 @@ quoted against a device-to-device copy measured in the same run (bytes read plus
 Results go to docs/benchmarks/gpu_kernels-<date>.md and .json.
 
 On the lent GPU machine (python3 there has numpy, torch, triton, cupy and cuda-bindings but
-not sqlalchemy, alembic, pydantic, pydantic-settings, redis, rq or xgboost), carry those as
-wheels. Here, once:
+not the service stack), carry what `scripts/gpu_bundle` gathers here (device tool, carry
+[".whl", ".gpuenv"], timeout 600; commit as `git rev-parse --short HEAD` gives it here, since
+the copy there has no git history):
 
-    mkdir -p .git/info && echo /.whl/ >> .git/info/exclude
-    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \\
-      --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \\
-      --platform manylinux2014_x86_64 -d .whl sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 \\
-      pydantic==2.14.3 pydantic-core==2.50.4 annotated-types==0.8.0 typing-inspection==0.4.5 \\
-      typing-extensions==4.16.0 xgboost-cpu==3.2.0 pydantic-settings==2.16.3 \\
-      python-dotenv==1.2.4 redis==8.1.0 rq==3.0.0 croniter==7.0.0
-
-then run (device tool, carry [".whl"], timeout 600; commit as `git rev-parse --short HEAD`
-gives it here, since the copy there has no git history):
-
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
-      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit; \\
-    PYTHONUNBUFFERED=1 python3 bench/gpu_kernels.py --quick --commit <COMMIT> \\
-      --out $OUT 2>&1 | tee $OUT/log
+    bash scripts/gpu_checks <COMMIT> bench     # $OUT/bench.log and the report
 
 and copy $OUT's gpu_kernels-<date>.md/.json into docs/benchmarks/. A full run may outlast one
 command's 10 minutes: split it with --only (each part writes its own report).
@@ -103,7 +90,7 @@ WORKLOADS = [
     Workload("gemm_fp16_4096", BENCH / "gemm_fp16_4096.json", {}, "gemm", True),
     Workload("gemm_fp16_8192", BENCH / "gemm_fp16_8192.json", {}, "gemm", False),
     Workload("int4_gemv_m1", EXAMPLES / "int4_matmul.json", {"M": 1}, "int4", True),
-    Workload("int4_gemm_m2048", EXAMPLES / "int4_matmul.json", {"M": 2048}, "int4", False),
+    Workload("int4_gemm_m2048", EXAMPLES / "int4_matmul.json", {"M": 2048}, "int4", True),
     Workload("int4_gemv_8192_m1", BENCH / "int4_matmul_8192.json", {"M": 1}, "int4", False),
     Workload("softmax_rows", BENCH / "softmax_rows.json", {}, "softmax", True),
     Workload("layernorm_rows", BENCH / "layernorm_rows.json", {}, "layernorm", True),
