@@ -331,3 +331,90 @@ def test_only_a_single_k_block_keeps_its_column_panels() -> None:
     assert "memset(packed" in lower(program, CPU, {**space.default(), "s0.kc": 0}).source
     blocked = lower(program, CPU, {**space.default(), "s0.kc": 64}).source
     assert "packcols" in blocked and "memset(packed" not in blocked
+
+
+def nchw_conv_bias_relu() -> Program:
+    """A padded 3x3 NCHW convolution of a symbolic batch and a non-square image, with a bias
+    and relu epilogue: every part a channels-last relayout permutes (k = 72: a k block of
+    64 leaves a partial one)."""
+    guard = "y + ry >= 1 and y + ry <= 9 and x + rx >= 1 and x + rx <= 11"
+    return load(
+        {
+            "name": "nchw_bias_relu",
+            "symbols": {"N": {"min": 1, "max": 4}},
+            "inputs": [
+                tensor("data", ["N", 8, 9, 11]),
+                tensor("weight", [7, 8, 3, 3]),
+                tensor("bias", [7]),
+            ],
+            "computes": [
+                {
+                    "name": "conv",
+                    "axes": ["n", "f", "y", "x"],
+                    "shape": ["N", 7, 9, 11],
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"c": 8, "ry": 3, "rx": 3}},
+                    "expr": f"where({guard}, data[n, c, y + ry - 1, x + rx - 1], 0.0)"
+                    " * weight[f, c, ry, rx]",
+                },
+                {
+                    "name": "out",
+                    "axes": ["n", "f", "y", "x"],
+                    "shape": ["N", 7, 9, 11],
+                    "dtype": "float32",
+                    "expr": "max(conv[n, f, y, x] + bias[f], 0.0)",
+                },
+            ],
+            "outputs": ["out"],
+        }
+    )
+
+
+def test_relayout_computes_an_nchw_conv_channels_last() -> None:
+    """The relaid seed copies the image channels-last and stores the output through a copy
+    with the filters last; under every packing, k order, k block and parallel split it
+    computes what the reference does, and the kernel holds both copies."""
+    program = nchw_conv_bias_relu()
+    space = space_for(program, CPU)
+    (relaid,) = [seed for seed in space.seeds() if seed["s0.relayout"]]
+    source = lower(program, CPU, relaid).source
+    assert "datarelaid_" in source and "outrelaid_" in source  # the two copies' workspaces
+    paths = [
+        {"pack_rows": pack, "kc": kc, "k_order": order, "parallel": parallel}
+        for pack in ("rows", "interleaved", "none")
+        for kc, order, parallel in ((0, "lhs", 2), (64, "given", 1), (0, "rhs", 0))
+    ]
+    configs = [relaid, *({**relaid, **{f"s0.{k}": v for k, v in p.items()}} for p in paths)]
+    assert all(space.check(config) is None for config in configs)
+    for batch in (1, 3):
+        check_configs(program, CPU, configs, {"N": batch})
+
+
+def test_relayout_needs_a_layout_to_change() -> None:
+    """A row-major matmul's broadcast side and output are already laid out as the template
+    reads and writes them: `relayout` is refused there, and no seed offers it; a transposed
+    lhs (A[k, i]) is copied row-major and computed right."""
+    nn = example("matmul_odd")
+    space = space_for(nn, CPU)
+    assert space.check({**space.default(), "s0.relayout": True}) is not None
+    assert not any(seed["s0.relayout"] for seed in space.seeds())
+    tn = load(
+        {
+            "name": "tn",
+            "inputs": [tensor("A", [19, 13]), tensor("B", [19, 35])],
+            "computes": [
+                {
+                    "name": "C",
+                    "axes": ["i", "j"],
+                    "shape": [13, 35],
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"k": 19}},
+                    "expr": "A[k, i] * B[k, j]",
+                }
+            ],
+            "outputs": ["C"],
+        }
+    )
+    relaid = {"relayout": True, "vec_side": "rhs", "pack_rows": "rows"}
+    transposed_output = {"relayout": True, "vec_side": "lhs", "mr": 4, "nv": 1}
+    check_configs(tn, CPU, variants(tn, relaid, transposed_output, samples=0), {})

@@ -22,6 +22,7 @@ from tunehub.compiler.ir import (
     Var,
     loads,
     substitute,
+    transform,
     walk,
 )
 from tunehub.compiler.loop import (
@@ -105,7 +106,7 @@ def _walked(group: Group) -> bool:
     return len(group.axes) > 1 and (last is None or last >= WALKED_ROW)
 
 
-def k_orders(stage: Stage, found: Plan) -> dict[str, tuple[str, ...]]:
+def k_orders(stage: Stage, lhs: Expr, rhs: Expr) -> dict[str, tuple[str, ...]]:
     """The orders the reduce axes can be flattened in (the sum is the same in any): as the
     signature gives them, and as each factor side reads them most contiguously (the axes it
     indexes in inner tensor dimensions last); equal orders in some forms, so that every
@@ -113,11 +114,7 @@ def k_orders(stage: Stage, found: Plan) -> dict[str, tuple[str, ...]]:
     data side reads channels contiguously, its weights the filter window: a k run over the
     channels packs with vector loads, one over the window with strided ones."""
     given = tuple(r.name for r in stage.anchor.reduce_axes)
-    return {
-        "given": given,
-        "lhs": _contiguous(found.lhs, given),
-        "rhs": _contiguous(found.rhs, given),
-    }
+    return {"given": given, "lhs": _contiguous(lhs, given), "rhs": _contiguous(rhs, given)}
 
 
 def _contiguous(side: Expr, axes: tuple[str, ...]) -> tuple[str, ...]:
@@ -131,6 +128,48 @@ def _contiguous(side: Expr, axes: tuple[str, ...]) -> tuple[str, ...]:
         return max(dims, default=-len(axes) - 1)
 
     return tuple(sorted(axes, key=depth))
+
+
+def relayouts(
+    stage: Stage, found: Plan, vec_side: str
+) -> tuple[dict[str, tuple[int, ...]], tuple[str, ...]]:
+    """What `relayout` copies: each tensor the broadcast side reads, as the order of its
+    dimensions that puts those indexed by reduce axes alone last (an NCHW image's channels,
+    so that a k run over them is a contiguous copy), where that is not its own order; and
+    the output's axes with the columns last (where the tile's vector stores go), the
+    stage's own order if they are already. A tensor read in two layouts keeps its own."""
+    row_axes, side = (
+        (found.lhs_axes, found.lhs) if vec_side == "rhs" else (found.rhs_axes, found.rhs)
+    )
+    col_axes = found.rhs_axes if vec_side == "rhs" else found.lhs_axes
+    k_axes = tuple(r.name for r in stage.anchor.reduce_axes)
+    orders: dict[str, set[tuple[int, ...]]] = {}
+    for ld in loads(side):
+        alone = [
+            d for d, e in enumerate(ld.indices) if depends(e, k_axes) and not depends(e, row_axes)
+        ]
+        rest = [d for d in range(len(ld.indices)) if d not in alone]
+        orders.setdefault(ld.tensor, set()).add((*rest, *alone))
+    tensors = {
+        tensor: order
+        for tensor, (order, *others) in ((t, sorted(o)) for t, o in orders.items())
+        if not others and order != tuple(range(len(order)))
+    }
+    out = tuple(a for a in stage.axes if a not in col_axes) + tuple(
+        a for a in stage.axes if a in col_axes
+    )
+    return tensors, out
+
+
+def _permuted(side: Expr, tensor: str, copy: str, order: tuple[int, ...]) -> Expr:
+    """`side` reading `copy`, `tensor` with its dimensions in `order`, instead of `tensor`."""
+
+    def read(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and e.tensor == tensor:
+            return Load(copy, tuple(e.indices[d] for d in order), e.dtype)
+        return None
+
+    return transform(side, read)
 
 
 def _eq(a: Expr, b: Expr) -> Expr:
@@ -179,8 +218,17 @@ class Template:
         free_cols = tuple(a for a in col_axes if a not in self.fixed)
         self.row = Group(free_rows, tuple(shape[a] for a in free_rows))
         self.col = Group(free_cols, tuple(shape[a] for a in free_cols))
+        # Where the broadcast side's tensors and the output are copied through workspaces
+        # in another layout (`relayout`): copies before and after the blocks.
+        self.out_buffer, self.out_axes = stage.buffer, stage.axes
+        self.copies: tuple[list[Stmt], list[Stmt]] = ([], [])
+        if config.get("relayout") and not rows:
+            self._relayout(found, vec_side)
+        lhs, rhs = (
+            (self.row_side, self.col_side) if vec_side == "rhs" else (self.col_side, self.row_side)
+        )
         extents = {r.name: as_expr(r.extent) for r in stage.anchor.reduce_axes}
-        order = k_orders(stage, found)[str(config.get("k_order", "given"))]
+        order = k_orders(stage, lhs, rhs)[str(config.get("k_order", "given"))]
         self.k = Group(order, tuple(extents[a] for a in order))
         grouped = set(row_axes) | set(col_axes) | set(self.fixed)
         self.batch = tuple((a, shape[a]) for a in stage.axes if a not in grouped)
@@ -213,7 +261,54 @@ class Template:
         block: Expr = const(0)
         for loop in outer[:-1]:
             block = add(mul(block, loop.extent), var(loop.var))
-        return nest(outer, self._block(index, row0, col0, add(block, const(1))))
+        blocks = nest(outer, self._block(index, row0, col0, add(block, const(1))))
+        return seq(*self.copies[0], blocks, *self.copies[1])
+
+    def _relayout(self, found: Plan, vec_side: str) -> None:
+        """Read the broadcast side's tensors from channels-last copies and store the output
+        through a copy with the columns last (`relayouts`): an NCHW convolution computed as
+        its NHWC form, whose packing copies runs of channels and whose tiles store vectors
+        of filters."""
+        program, stage = self.ctx.analysis.program, self.stage
+        tensors, out_axes = relayouts(stage, found, vec_side)
+        for tensor, order in tensors.items():
+            shape = program.buffer(tensor).shape
+            copy = self.ctx.scratch(
+                f"{tensor}_relaid", program.buffer(tensor).dtype, tuple(shape[d] for d in order)
+            )
+
+            def read(
+                at: tuple[Expr, ...], tensor: str = tensor, order: tuple[int, ...] = order
+            ) -> Expr:
+                source = tuple(at[order.index(d)] for d in range(len(order)))
+                return Load(tensor, source, program.buffer(tensor).dtype)
+
+            self.copies[0].append(self._copy(copy, tuple(shape[d] for d in order), read))
+            self.row_side = _permuted(self.row_side, tensor, copy, order)
+        if out_axes != stage.axes:
+            extent = dict(zip(stage.axes, stage.shape, strict=True))
+            self.out_buffer = self.ctx.scratch(
+                f"{stage.buffer}_relaid", stage.dtype, tuple(extent[a] for a in out_axes)
+            )
+            self.out_axes = out_axes
+
+            def back(at: tuple[Expr, ...]) -> Expr:
+                point = dict(zip(stage.axes, at, strict=True))
+                return Load(self.out_buffer, tuple(point[a] for a in out_axes), stage.dtype)
+
+            self.copies[1].append(self._copy(stage.buffer, stage.shape, back))
+
+    def _copy(
+        self, buffer: str, shape: tuple[Extent, ...], value: Callable[[tuple[Expr, ...]], Expr]
+    ) -> Stmt:
+        """`buffer` (of `shape`) filled with `value(index)` in its own order: the outer two
+        loops parallel, the last one vectorized (contiguous stores, strided reads)."""
+        loops = [Loop(self.ctx.fresh("r"), as_expr(size)) for size in shape]
+        loops[:2] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:2]]
+        if len(loops) > 2:
+            loops[-1] = self._vector_loop(loops[-1].var, loops[-1].extent)
+        at = tuple(var(lp.var) for lp in loops)
+        return nest(loops, Store(buffer, at, value(at)))
 
     def _block(self, index: dict[str, Expr], row0: Expr, col0: Expr, block: Expr) -> Stmt:
         """One mc x nc block of the output: k blocks of packing and register tiles."""
@@ -606,7 +701,7 @@ class Template:
         accumulator, when the columns are the output's contiguous last axis and the
         epilogue vectorizes along them; None otherwise (the spill path does it all)."""
         stage, lanes, vdt = self.stage, self.lanes, self.vdt
-        if lanes == 1 or self.col.axes != stage.axes[-1:]:
+        if lanes == 1 or self.col.axes != self.out_axes[-1:]:
             return None
         (axis,) = self.col.axes
         marker = self.ctx.fresh("acc")  # stands for the accumulator lanes in the epilogue
@@ -620,8 +715,8 @@ class Template:
             for v, name in enumerate(row):
                 at = {axis: add(col_base, const(v * lanes))}
                 result = substitute(replace_loads(vectorized, marker, Var(name, vdt)), at)
-                indices = tuple(substitute(point[a], at) for a in stage.axes)
-                stores.append(Store(stage.buffer, indices, result))
+                indices = tuple(substitute(point[a], at) for a in self.out_axes)
+                stores.append(Store(self.out_buffer, indices, result))
         return seq(stores)
 
     def _epilogue(
@@ -641,5 +736,6 @@ class Template:
         }
         value = _at(self.spill, add(mul(var(r), const(self.nr)), var(lane)), self.acc)
         stage = self.stage
-        store = Store(stage.buffer, tuple(point[a] for a in stage.axes), stage.finish(value, point))
+        indices = tuple(point[a] for a in self.out_axes)
+        store = Store(self.out_buffer, indices, stage.finish(value, point))
         return nest([Loop(r, rows_left), self._vector_loop(lane, cols_left)], store)
