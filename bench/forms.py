@@ -17,24 +17,19 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import describe_machine, git_commit, report_path  # noqa: E402
-from bench.tuning import scratch_database, tune  # noqa: E402
+from bench.tuning import retime, tune_cpu  # noqa: E402
 from tests.compiler.test_forms import (  # noqa: E402
     conv_forms,
     epilogue_forms,
     int4_forms,
     matmul_forms,
 )
-from tunehub.schemas import TaskSignature  # noqa: E402
-from tunehub.schemas.target import Target  # noqa: E402
-from tunehub.server.tuner import LocalExecutor  # noqa: E402
 from tunehub.worker.device import cpu_isa  # noqa: E402
 
 FAMILIES = {
@@ -47,32 +42,21 @@ SYMBOLS = {"int4": {"seq": 32}}
 GOAL = 1.25
 
 
-def tuned_latency(document: dict[str, Any], symbols: dict[str, int], trials: int) -> float:
-    signature = TaskSignature.model_validate({"version": 1, **document})
-    with tempfile.TemporaryDirectory(prefix="tunehub-forms-") as tmp:
-        sessions = scratch_database(Path(tmp))
-        with LocalExecutor() as executor:
-            target = executor.resolve(Target(kind="cpu"))
-            summary, _ = tune(
-                sessions, executor, signature, target, trials=trials, symbols=symbols, threads=1
-            )
-    if summary.best is None:
-        raise SystemExit(f"{document['name']}: no verified kernel ({summary.failures})")
-    return summary.best.latency_s
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--only", nargs="+", choices=sorted(FAMILIES))
     args = parser.parse_args()
     lines = ["| family | form | tuned | vs the family's fastest |", "|---|---|---|---|"]
-    spreads = []
+    spreads, configs = [], []
     for family in args.only or FAMILIES:
-        times = {
-            name: tuned_latency(document, SYMBOLS.get(family, {}), args.trials)
-            for name, document in FAMILIES[family].items()
-        }
+        symbols = SYMBOLS.get(family, {})
+        kernels = [tune_cpu(doc, args.trials, symbols) for doc in FAMILIES[family].values()]
+        configs += [
+            f"- {family} {name}: {k.knobs()}"
+            for name, k in zip(FAMILIES[family], kernels, strict=True)
+        ]
+        times = dict(zip(FAMILIES[family], retime(kernels), strict=True))
         fastest = min(times.values())
         spreads.append((family, max(times.values()) / fastest))
         for name, seconds in times.items():
@@ -88,10 +72,12 @@ def main() -> None:
     header = (
         f"# Equivalent forms tuned side by side, {day}\n\n"
         f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
-        f"`python bench/forms.py --trials {args.trials}` (one thread each).\n\n"
+        f"`python bench/forms.py --trials {args.trials}` (one thread each; each family's "
+        "best kernels then timed in turn, the fastest of seven rounds).\n\n"
     )
     out = report_path("forms", cpu_isa())
-    out.write_text(header + "\n".join(lines) + "\n")
+    best = "\n\nThe tuned kernels:\n\n" + "\n".join(configs)
+    out.write_text(header + "\n".join(lines) + best + "\n")
     print("\n".join(lines[-len(spreads) :]))
     print(f"wrote {out.relative_to(ROOT)}")
 

@@ -6,8 +6,12 @@ cheaper than it is: a fresh SQLite file per run, migrated as the service's own d
 
 from __future__ import annotations
 
+import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -15,7 +19,8 @@ from tunehub.schemas import TaskSignature
 from tunehub.schemas.api import DEFAULT_STRATEGY
 from tunehub.schemas.target import Target
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.tuner import Executor, Tuner, TuningSummary, register_tuning
+from tunehub.server.tuner import Executor, LocalExecutor, Tuner, TuningSummary, register_tuning
+from tunehub.worker.jobs import CandidateRequest
 
 
 def scratch_database(directory: Path) -> sessionmaker[Session]:
@@ -50,3 +55,60 @@ def tune(
     start = time.perf_counter()
     summary = Tuner(sessions, executor, threads=threads, seed=seed).run(tuning_id)
     return summary, time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A workload's best kernel from a tuning on this machine's CPU (one thread)."""
+
+    signature: TaskSignature
+    symbols: dict[str, int]
+    config: dict[str, Any]
+    latency_s: float  # as the tuning measured it
+
+    def knobs(self) -> str:
+        """The config as one line, for a report."""
+        return ", ".join(f"{k}={v}" for k, v in sorted(self.config.items()))
+
+
+def tune_cpu(document: dict[str, Any], trials: int, symbols: dict[str, int] | None = None) -> Tuned:
+    """Tune a signature document (without its version) from scratch on this machine's CPU,
+    one thread; exits where no candidate was verified."""
+    signature = TaskSignature.model_validate({"version": 1, **document})
+    with tempfile.TemporaryDirectory(prefix="tunehub-bench-") as tmp:
+        sessions = scratch_database(Path(tmp))
+        with LocalExecutor() as executor:
+            target = executor.resolve(Target(kind="cpu"))
+            summary, _ = tune(
+                sessions, executor, signature, target, trials=trials, symbols=symbols, threads=1
+            )
+    if summary.best is None:
+        raise SystemExit(f"{document['name']}: no verified kernel ({summary.failures})")
+    return Tuned(signature, symbols or {}, dict(summary.best.config), summary.best.latency_s)
+
+
+def retime(kernels: Sequence[Tuned], rounds: int = 7) -> list[float]:
+    """Each kernel's best latency over `rounds` rounds that time every kernel once in turn
+    (one thread). A shared machine's speed drifts over minutes (a VM's AVX-512 Xeon ran one
+    kernel at 0.55 and at 0.86 ms a few minutes apart), so kernels compared with each other
+    are timed side by side, not minutes apart in their own tunings; the fastest round is the
+    one least slowed by the machine's neighbours."""
+    with LocalExecutor(workers=1) as executor:
+        target = executor.resolve(Target(kind="cpu")).model_dump()
+        requests = [
+            CandidateRequest(
+                signature=k.signature.model_dump(mode="json"),
+                target=target,
+                config=k.config,
+                symbols=k.symbols,
+            )
+            for _ in range(rounds)
+            for k in kernels
+        ]
+        results = executor.run(requests)
+    times: list[list[float]] = [[] for _ in kernels]
+    for n, result in enumerate(results):
+        if result.latency_s is None:
+            raise SystemExit(f"retiming {kernels[n % len(kernels)].signature.name}: {result.log}")
+        times[n % len(kernels)].append(result.latency_s)
+    return [min(t) for t in times]

@@ -371,37 +371,40 @@ def nchw_conv_bias_relu() -> Program:
 
 
 def test_relayout_computes_an_nchw_conv_channels_last() -> None:
-    """The relaid seed copies the image channels-last and stores the output through a copy
-    with the filters last; under every packing, k order, k block and parallel split it
-    computes what the reference does, and the kernel holds both copies."""
+    """The seed that broadcasts the image copies it channels-last, the weights filters-last,
+    and stores the output through a copy with the filters last; under every packing, k
+    order, k block and parallel split it computes what the reference does, as does the
+    other relaid seed (the batch, read by the image alone, is one of its columns)."""
     program = nchw_conv_bias_relu()
     space = space_for(program, CPU)
-    (relaid,) = [seed for seed in space.seeds() if seed["s0.relayout"]]
+    (relaid,) = [s for s in space.seeds() if s["s0.relayout"] and s["s0.vec_side"] == "rhs"]
     source = lower(program, CPU, relaid).source
-    assert "datarelaid_" in source and "outrelaid_" in source  # the two copies' workspaces
+    for copy in ("datarelaid_", "weightrelaid_", "outrelaid_"):  # the copies' workspaces
+        assert copy in source
     paths = [
         {"pack_rows": pack, "kc": kc, "k_order": order, "parallel": parallel}
         for pack in ("rows", "interleaved", "none")
         for kc, order, parallel in ((0, "lhs", 2), (64, "given", 1), (0, "rhs", 0))
     ]
     configs = [relaid, *({**relaid, **{f"s0.{k}": v for k, v in p.items()}} for p in paths)]
+    configs += [s for s in space.seeds() if s["s0.relayout"] and s["s0.vec_side"] == "lhs"]
     assert all(space.check(config) is None for config in configs)
     for batch in (1, 3):
         check_configs(program, CPU, configs, {"N": batch})
 
 
 def test_relayout_needs_a_layout_to_change() -> None:
-    """A row-major matmul's broadcast side and output are already laid out as the template
-    reads and writes them: `relayout` is refused there, and no seed offers it; a transposed
-    lhs (A[k, i]) is copied row-major and computed right."""
+    """A row-major matmul's sides and output are already laid out as the template reads
+    and writes them: `relayout` is refused there, and no seed offers it; transposed sides
+    (A[k, i], B[j, k]) are copied as packing reads them, and computed right."""
     nn = example("matmul_odd")
     space = space_for(nn, CPU)
     assert space.check({**space.default(), "s0.relayout": True}) is not None
     assert not any(seed["s0.relayout"] for seed in space.seeds())
-    tn = load(
+    tt = load(
         {
-            "name": "tn",
-            "inputs": [tensor("A", [19, 13]), tensor("B", [19, 35])],
+            "name": "tt",
+            "inputs": [tensor("A", [19, 13]), tensor("B", [35, 19])],
             "computes": [
                 {
                     "name": "C",
@@ -409,7 +412,7 @@ def test_relayout_needs_a_layout_to_change() -> None:
                     "shape": [13, 35],
                     "dtype": "float32",
                     "reduce": {"op": "sum", "axes": {"k": 19}},
-                    "expr": "A[k, i] * B[k, j]",
+                    "expr": "A[k, i] * B[j, k]",
                 }
             ],
             "outputs": ["C"],
@@ -417,4 +420,4 @@ def test_relayout_needs_a_layout_to_change() -> None:
     )
     relaid = {"relayout": True, "vec_side": "rhs", "pack_rows": "rows"}
     transposed_output = {"relayout": True, "vec_side": "lhs", "mr": 4, "nv": 1}
-    check_configs(tn, CPU, variants(tn, relaid, transposed_output, samples=0), {})
+    check_configs(tt, CPU, variants(tt, relaid, transposed_output, samples=0), {})

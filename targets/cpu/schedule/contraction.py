@@ -152,24 +152,26 @@ class PackedGemm(Schedule):
     def seeds(self, stage: Stage, target: Target) -> list[Config]:
         """The default; the same with a tile as wide as the columns allow: where the columns
         are a few vectors (a convolution's 64 filters) a tile holding all of them reads each
-        broadcast row once (a 3x3 NHWC conv 0.47 -> 0.26 ms, AVX-512); and, where the
-        default's columns span several axes (their panels are gathered: an NCHW im2col) and
-        the other side reads tensors that are not channels-last, that side broadcast from a
-        channels-last copy (`relayout`) with the wide tile: a 3x3 NCHW conv then runs as its
-        NHWC form, packing runs of channels (0.92 -> 0.64 ms on an AVX-512 Xeon, against
-        0.54 for NHWC)."""
+        broadcast row once (a 3x3 NHWC conv 0.47 -> 0.26 ms, AVX-512). Where k spans several
+        axes (a convolution's window), packing gathers, so two more with the wide tile and
+        `relayout`: the sides' tensors copied as packing runs along them (an NHWC conv's
+        weights filters-last: 0.54 -> 0.48 ms on an AVX-512 Xeon); and, where the default's
+        columns span several axes too (an NCHW im2col), the other side broadcast from a
+        channels-last copy: a 3x3 NCHW conv then runs as its NHWC form (0.92 -> 0.58 ms)."""
         found = plan(stage)
         if found is None:
             return []
         default = self.default(stage, target)
-        other = "lhs" if default["vec_side"] == "rhs" else "rhs"
-        relaid = {**default, "vec_side": other, "relayout": True, "pack_rows": "rows"}
-        if "k_order" in default:  # as the broadcast side's copy reads k: channels innermost
-            relaid["k_order"] = default["vec_side"]
-        columns = found.rhs_axes if default["vec_side"] == "rhs" else found.lhs_axes
         candidates = [self._wide(stage, target, found, default)]
-        if len(columns) > 1 and relayouts(stage, found, other)[0]:
-            candidates.append(self._wide(stage, target, found, relaid))
+        if len(stage.anchor.reduce_axes) > 1:
+            candidates.append(self._wide(stage, target, found, {**default, "relayout": True}))
+            other = "lhs" if default["vec_side"] == "rhs" else "rhs"
+            flipped = {**default, "vec_side": other, "relayout": True, "pack_rows": "rows"}
+            if "k_order" in default:  # as the broadcast side's copy reads k: channels last
+                flipped["k_order"] = default["vec_side"]
+            columns = found.rhs_axes if default["vec_side"] == "rhs" else found.lhs_axes
+            if len(columns) > 1:
+                candidates.append(self._wide(stage, target, found, flipped))
         found_seeds = [default]
         for seed in candidates:
             if (

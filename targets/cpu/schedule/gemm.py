@@ -133,28 +133,32 @@ def _contiguous(side: Expr, axes: tuple[str, ...]) -> tuple[str, ...]:
 def relayouts(
     stage: Stage, found: Plan, vec_side: str
 ) -> tuple[dict[str, tuple[int, ...]], tuple[str, ...]]:
-    """What `relayout` copies: each tensor the broadcast side reads, as the order of its
-    dimensions that puts those indexed by reduce axes alone last (an NCHW image's channels,
-    so that a k run over them is a contiguous copy), where that is not its own order; and
-    the output's axes with the columns last (where the tile's vector stores go), the
-    stage's own order if they are already. A tensor read in two layouts keeps its own."""
-    row_axes, side = (
-        (found.lhs_axes, found.lhs) if vec_side == "rhs" else (found.rhs_axes, found.rhs)
-    )
-    col_axes = found.rhs_axes if vec_side == "rhs" else found.lhs_axes
-    k_axes = tuple(r.name for r in stage.anchor.reduce_axes)
+    """What `relayout` copies: each tensor a factor side reads, as the order of its
+    dimensions that puts last those indexed only by what packing runs along (the broadcast
+    side's reduce axes: an NCHW image's channels, so that a k run is a contiguous copy; the
+    vector side's columns: an NT matmul's B[j, k] as B[k, j], so that a panel row is a vector
+    copy), where that is not its own order; and the output's axes with the columns last
+    (where the tile's vector stores go), the stage's own order if they are already. A tensor
+    read in two layouts keeps its own."""
+    lhs_runs = tuple(r.name for r in stage.anchor.reduce_axes)
+    rhs_runs = found.rhs_axes
+    if vec_side == "lhs":
+        lhs_runs, rhs_runs = found.lhs_axes, lhs_runs
     orders: dict[str, set[tuple[int, ...]]] = {}
-    for ld in loads(side):
-        alone = [
-            d for d, e in enumerate(ld.indices) if depends(e, k_axes) and not depends(e, row_axes)
-        ]
-        rest = [d for d in range(len(ld.indices)) if d not in alone]
-        orders.setdefault(ld.tensor, set()).add((*rest, *alone))
+    for side, runs in ((found.lhs, lhs_runs), (found.rhs, rhs_runs)):
+        others = tuple(a for a in (*stage.axes, *lhs_runs, *rhs_runs) if a not in runs)
+        for ld in loads(side):
+            alone = [
+                d for d, e in enumerate(ld.indices) if depends(e, runs) and not depends(e, others)
+            ]
+            rest = [d for d in range(len(ld.indices)) if d not in alone]
+            orders.setdefault(ld.tensor, set()).add((*rest, *alone))
     tensors = {
         tensor: order
         for tensor, (order, *others) in ((t, sorted(o)) for t, o in orders.items())
         if not others and order != tuple(range(len(order)))
     }
+    col_axes = found.rhs_axes if vec_side == "rhs" else found.lhs_axes
     out = tuple(a for a in stage.axes if a not in col_axes) + tuple(
         a for a in stage.axes if a in col_axes
     )
@@ -265,10 +269,10 @@ class Template:
         return seq(*self.copies[0], blocks, *self.copies[1])
 
     def _relayout(self, found: Plan, vec_side: str) -> None:
-        """Read the broadcast side's tensors from channels-last copies and store the output
-        through a copy with the columns last (`relayouts`): an NCHW convolution computed as
-        its NHWC form, whose packing copies runs of channels and whose tiles store vectors
-        of filters."""
+        """Read the sides' tensors from copies laid out as their packing runs and store the
+        output through a copy with the columns last (`relayouts`): an NCHW convolution
+        computed as its NHWC form, whose packing copies runs of channels and whose tiles
+        store vectors of filters."""
         program, stage = self.ctx.analysis.program, self.stage
         tensors, out_axes = relayouts(stage, found, vec_side)
         for tensor, order in tensors.items():
@@ -285,6 +289,7 @@ class Template:
 
             self.copies[0].append(self._copy(copy, tuple(shape[d] for d in order), read))
             self.row_side = _permuted(self.row_side, tensor, copy, order)
+            self.col_side = _permuted(self.col_side, tensor, copy, order)
         if out_axes != stage.axes:
             extent = dict(zip(stage.axes, stage.shape, strict=True))
             self.out_buffer = self.ctx.scratch(
