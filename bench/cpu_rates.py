@@ -82,7 +82,8 @@ def main() -> None:
         bar, forms, matmul = PAIRS[pair]
         documents = [matmul, *forms.values()]
         kernels = [tune_cpu(document, args.trials) for document in documents]
-        configs += [f"- {k.signature.name}: {k.knobs()}" for k in kernels]
+        names = [f"{pair}'s matmul", *forms]
+        configs += [f"- {name}: {k.knobs()}" for name, k in zip(names, kernels, strict=True)]
         flops = [contraction_flops(load(k.signature), {}) or 0 for k in kernels]
         base, *rates = (f / s / 1e9 for f, s in zip(flops, retime(kernels), strict=True))
         for name, rate in zip(forms, rates, strict=True):
