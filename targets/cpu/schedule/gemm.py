@@ -155,8 +155,8 @@ def relayouts(
             orders.setdefault(ld.tensor, set()).add((*rest, *alone))
     tensors = {
         tensor: order
-        for tensor, (order, *others) in ((t, sorted(o)) for t, o in orders.items())
-        if not others and order != tuple(range(len(order)))
+        for tensor, (order, *more) in ((t, sorted(o)) for t, o in orders.items())
+        if not more and order != tuple(range(len(order)))
     }
     col_axes = found.rhs_axes if vec_side == "rhs" else found.lhs_axes
     out = tuple(a for a in stage.axes if a not in col_axes) + tuple(
@@ -222,8 +222,8 @@ class Template:
         free_cols = tuple(a for a in col_axes if a not in self.fixed)
         self.row = Group(free_rows, tuple(shape[a] for a in free_rows))
         self.col = Group(free_cols, tuple(shape[a] for a in free_cols))
-        # Where the broadcast side's tensors and the output are copied through workspaces
-        # in another layout (`relayout`): copies before and after the blocks.
+        # Where the sides' tensors and the output are copied through workspaces in another
+        # layout (`relayout`): copies before and after the blocks.
         self.out_buffer, self.out_axes = stage.buffer, stage.axes
         self.copies: tuple[list[Stmt], list[Stmt]] = ([], [])
         if config.get("relayout") and not rows:
