@@ -111,8 +111,9 @@ class Schedule(ABC):
     @abstractmethod
     def default(self, stage: Stage, target: Target) -> Config: ...
 
-    def seeds(self, stage: Stage, target: Target) -> list[Config]:
-        """Configs worth measuring early (`Space.seeds`); invalid ones are dropped."""
+    def seeds(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> list[Config]:
+        """Configs worth measuring early (`Space.seeds`) for a tuning measured at `symbols`;
+        invalid ones are dropped."""
         return []
 
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:

@@ -12,6 +12,7 @@ so its block is one-dimensional and no larger than its largest stage's.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 from tunehub.compiler.analysis import Analysis, Stage, analyze
 from tunehub.compiler.backend import schedule_for
@@ -64,11 +65,11 @@ class ProgramSpace(Space):
     def default(self) -> Config:
         return self._merged(True, "default")
 
-    def seeds(self) -> list[Config]:
+    def seeds(self, symbols: Mapping[str, int] | None = None) -> list[Config]:
         """Seed `n` sets every stage to its schedule's seed `n` (the default where a stage
         has fewer): the valid and distinct ones."""
         per_stage = {
-            stage.index: schedule_for(stage, self.target).seeds(stage, self.target)
+            stage.index: schedule_for(stage, self.target).seeds(stage, self.target, symbols or {})
             for stage in self.analysis.stages
         }
         default = self.default()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 
 Knob = int | str | bool
 Config = dict[str, Knob]
@@ -29,9 +30,11 @@ class Space(ABC):
     def default(self) -> Config:
         """A reasonable config without any search (used by `tunehub compile`)."""
 
-    def seeds(self) -> list[Config]:
+    def seeds(self, symbols: Mapping[str, int] | None = None) -> list[Config]:
         """Valid configs to measure first, after the baseline: the known-good kernel shapes
-        a search would find late (as Triton's autotuner lists its configs). None by default."""
+        a search would find late (as Triton's autotuner lists its configs), for a tuning
+        measured at `symbols` (a symbolic M of 1 wants GEMV shapes, of 2048 tensor-core
+        tiles). None by default."""
         return []
 
     def check(self, config: Config) -> str | None:

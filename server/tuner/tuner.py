@@ -285,7 +285,7 @@ class _Run:
         )
         # The baseline goes first, once per workload, target and symbols; then the seeds and
         # the space's default (a fused softmax's default was never drawn by a short search).
-        firsts = (space.naive(), *space.seeds(), space.default())
+        firsts = (space.naive(), *space.seeds(symbols), space.default())
         self.pending = [c for c in firsts if self.strategy.take(c)]
         self.done, self.failures = job.trials_done, 0
         self.best_latency_s: float | None = None

@@ -26,6 +26,7 @@ from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda import device
 from tunehub.targets.cuda.build import CudaBuilder, build_arch
+from tunehub.targets.cuda.schedule.contraction import GEMV_SEEDS
 
 SM80 = Target(kind="cuda", arch="sm_80")
 SM90 = Target(kind="cuda", arch="sm_90")
@@ -237,8 +238,15 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
         "wgmma",
         "wmma",
     ]
-    few = space_for(matmul("float16", 4, 4096, 4096), SM90).seeds()
-    assert [(s["s0.mode"], s["s0.gemv_rows"], s["s0.gemv_vec"]) for s in few] == [("gemv", 4, 32)]
+    few = space_for(matmul("float16", 3, 4096, 4096), SM90).seeds()
+    assert {(s["s0.mode"], s["s0.gemv_rows"]) for s in few} == {("gemv", 4)}
+    assert len(few) == len(GEMV_SEEDS)
+    # A tuning measured at M = 1 gets the GEMV shapes only; at M = 2048 no GEMV.
+    space = space_for(int4_matmul(), SM90)
+    one, many = space.seeds({"M": 1}), space.seeds({"M": 2048})
+    assert [(s["s0.mode"], s["s0.gemv_rows"]) for s in one] == [("gemv", 1)] * len(GEMV_SEEDS)
+    assert all(space.check(seed) is None for seed in one + many)
+    assert [s["s0.mode"] for s in many] == ["wgmma"] * 4 + ["wmma"]
 
 
 @pytest.mark.gpu

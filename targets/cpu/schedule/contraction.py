@@ -149,7 +149,7 @@ class PackedGemm(Schedule):
             return self.fallback.naive(stage, target)
         return first_values(self.knobs(stage, target))
 
-    def seeds(self, stage: Stage, target: Target) -> list[Config]:
+    def seeds(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> list[Config]:
         """The default; the same with a tile as wide as the columns allow: where the columns
         are a few vectors (a convolution's 64 filters) a tile holding all of them reads each
         broadcast row once (a 3x3 NHWC conv 0.47 -> 0.26 ms, AVX-512). Where k spans several

@@ -48,10 +48,11 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from tunehub.compiler.analysis import Stage
-from tunehub.compiler.ir import Expr
-from tunehub.compiler.loop import Stmt, const_value
+from tunehub.compiler.ir import Expr, substitute
+from tunehub.compiler.loop import Stmt, const, const_value
 from tunehub.compiler.schedule.plan import describe, plan, plan_or_reason
 from tunehub.compiler.schedule.stage import Context, Schedule, first_values
+from tunehub.compiler.simplify import simplified
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import block_error, limits_for
@@ -111,6 +112,9 @@ WGMMA_SEEDS = (
     (128, 256, 3, 0, True),
     (128, 128, 3, 0, False),
 )
+# (columns, warps, k run) of the GEMV seeds: the first where rows are symbolic or many, all
+# where a tuning measures few rows.
+GEMV_SEEDS = ((2, 8, 32), (1, 8, 32), (1, 4, 32), (2, 4, 64), (4, 4, 16))
 GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
 GEMV_MAX_ROWS = 64  # and the space offers it up to this many (or any number of symbolic rows)
 
@@ -204,12 +208,14 @@ class CudaContraction(Schedule):
             config.update(vec=False)
         return config
 
-    def seeds(self, stage: Stage, target: Target) -> list[Config]:
+    def seeds(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> list[Config]:
         """The usual best shapes, so a short tuning measures them whatever its search draws.
         Where the GEMV kernel is offered in full (few or symbolic rows): 2 columns per warp, 8
         warps, runs of 32 k (H100, int4 4096 x 4096 at M = 1, with a run's reads as vector
-        loads: 10.1 us; 4 columns with runs of 16, the seed before them, 13.2). Where rows may
-        be many, fastest first at 4096^3 float16 on an H100 (epilogues storing column pairs):
+        loads: 10.1 us; 4 columns with runs of 16, the seed before them, 13.2); where the
+        tuning measures few rows (M bound to 1), its other shapes too (`GEMV_SEEDS`) and
+        nothing else. Where rows may be many, fastest first at 4096^3 float16 on an H100
+        (epilogues storing column pairs):
         wgmma's 128 x 256 over two warpgroups with a slice in flight (216 us), 256 x 128 and
         128 x 256 fed by a producer warpgroup (212 and 217 us), and 128 x 128 with 3 stages
         (two blocks per SM: 250 us), blocks in row order (ptxas 13.0 keeps their wgmmas
@@ -220,13 +226,12 @@ class CudaContraction(Schedule):
             return []
         knobs = self.knobs(stage, target)
         modes, base = knobs["mode"], first_values(knobs)
-        rows = const_value(operands(stage, found).rows.extent)
+        rows = _bound(operands(stage, found).rows.extent, symbols)
+        few = rows is not None and rows <= GEMV_ROWS
         seeds: list[Config] = []
         if "gemv" in modes and len(knobs["gemv_vec"]) > 1:
-            few = rows if rows is not None and rows <= GEMV_ROWS else 1
-            gemv = {"gemv_cols": 2, "gemv_warps": 8, "gemv_rows": few, "gemv_vec": 32}
-            seeds.append({**base, "mode": "gemv", **gemv})
-        if rows is not None and rows <= GEMV_ROWS:
+            seeds += [{**base, "mode": "gemv", **gemv} for gemv in _gemv_seeds(knobs, rows)]
+        if few:
             return seeds
         if "wgmma" in modes:
             for bm, bn, stages, in_flight, producer in WGMMA_SEEDS:
@@ -288,6 +293,28 @@ class CudaContraction(Schedule):
         if config["mode"] == "wgmma":
             return WgmmaKernel(ops, WgmmaShape.of(config), ctx).lower()
         return Tiled(ops, Shape.of(config), ctx).lower()
+
+
+def _gemv_seeds(knobs: Mapping[str, tuple[Knob, ...]], rows: int | None) -> list[Config]:
+    """The GEMV knobs of the seeds for `rows` rows (None: symbolic): every shape of
+    `GEMV_SEEDS` for few rows, taken in one pass; the first for symbolic rows or up to
+    `GEMV_MAX_ROWS`; none for more."""
+    if rows is not None and rows > GEMV_MAX_ROWS:
+        return []
+    shapes: tuple[tuple[int, int, int], ...] = GEMV_SEEDS[:1]
+    per_pass = 1
+    if rows is not None and rows <= GEMV_ROWS:
+        shapes, per_pass = GEMV_SEEDS, min(int(r) for r in knobs["gemv_rows"] if int(r) >= rows)
+    return [
+        {"gemv_cols": cols, "gemv_warps": warps, "gemv_rows": per_pass, "gemv_vec": vec}
+        for cols, warps, vec in shapes
+    ]
+
+
+def _bound(extent: Expr, symbols: Mapping[str, int]) -> int | None:
+    """`extent` at the symbol values `symbols`, if that makes it a constant."""
+    values: dict[str, Expr] = {name: const(value) for name, value in symbols.items()}
+    return const_value(simplified(substitute(extent, values), set()))
 
 
 def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
