@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from tunehub.compiler.analysis import Stage
+from tunehub.compiler.analysis import Analysis, RowGroup, Stage
 from tunehub.compiler.ir import Expr
 from tunehub.compiler.kernel import Kernel, KernelArg
 from tunehub.compiler.loop import Function, Stmt
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tunehub.compiler.cost_model.cost_model import Estimate
     from tunehub.compiler.render.cstyle import CStyleRenderer
     from tunehub.compiler.schedule.stage import Context, Schedule
+    from tunehub.compiler.space.space import Config, Knob
 
 # Lowers the member stages of a fused row group at a row's index expressions.
 RowBodies = Callable[[tuple[Expr, ...]], list[Stmt]]
@@ -39,10 +40,26 @@ class CompilerBackend(ABC):
         """The schedule of `stage`'s class on this kind (the fallback where none fits)."""
         return self.schedules.get(stage.kind, self.fallback)
 
+    # Knobs of a fused row group besides `fuse` (in a space: `g<n>.<name>`; first values
+    # while the group is not fused), and one line on each.
+    group_knobs: Mapping[str, tuple[Knob, ...]] = {}
+    group_knob_docs: Mapping[str, str] = {}
+
+    def group_error(
+        self, analysis: Analysis, group: RowGroup, target: Target, knobs: Config
+    ) -> str | None:
+        """Why a fused group's own knob values (`group_knobs`, unprefixed) are invalid."""
+        return None
+
+    def group_default(self, analysis: Analysis, group: RowGroup, target: Target) -> Config:
+        """The fused group's own knob values in the space's default."""
+        return {name: values[0] for name, values in self.group_knobs.items()}
+
     @abstractmethod
-    def fused_rows(self, ctx: Context, first: Stage, rows: int, members: RowBodies) -> Stmt:
-        """The statement computing a fused row group: its `rows` leading axes of `first`
-        iterated once, each row running every member stage (`members(index)`)."""
+    def fused_rows(self, ctx: Context, group: RowGroup, knobs: Config, members: RowBodies) -> Stmt:
+        """The statement computing a fused row group: its `rows` leading axes iterated once,
+        each row running every member stage (`members(index)`), laid out by the group's own
+        knob values (`knobs`)."""
 
     def kernel(self, fn: Function) -> Kernel:
         """`fn` rendered, with its calling convention (the C ABI of `compiler.kernel`)."""

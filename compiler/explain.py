@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from tunehub.compiler.analysis import Analysis, Stage
-from tunehub.compiler.backend import schedule_for
+from tunehub.compiler.backend import compiler_backend, schedule_for
 from tunehub.compiler.ir import Program, loads
 from tunehub.compiler.space import space_for
 from tunehub.compiler.space.program import FUSE_DOC
@@ -101,7 +101,7 @@ def _inlined_into(program: Program, analysis: Analysis, stage: Stage) -> tuple[s
 def _meaning(analysis: Analysis, target: Target, name: str) -> str:
     prefix, _, knob = name.partition(".")
     if prefix.startswith("g"):
-        return FUSE_DOC
+        return FUSE_DOC if knob == "fuse" else compiler_backend(target).group_knob_docs[knob]
     stage = analysis.stages[int(prefix[1:])]
     return schedule_for(stage, target).knob_docs.get(knob, "")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from tunehub.compiler.analysis import Stage
+from tunehub.compiler.analysis import RowGroup, Stage
 from tunehub.compiler.backend import compiler_backend
 from tunehub.compiler.errors import InvalidConfig
 from tunehub.compiler.ir import Expr, Program
@@ -49,14 +49,14 @@ def lower_function(
     analysis = space.analysis
     ctx = Context(analysis, target, Namer(signature_names(program)))
     ctx.workspaces += [Workspace(s.buffer, s.dtype, s.shape) for s in analysis.workspaces]
-    fused = {group.first: group for n, group in enumerate(analysis.groups) if config[group_knob(n)]}
+    fused = {g.first: (n, g) for n, g in enumerate(analysis.groups) if config[group_knob(n)]}
     body: list[Stmt] = []
     index = 0
     while index < len(analysis.stages):
         stage = analysis.stages[index]
         if index in fused:
-            group = fused[index]
-            body.append(_fused(space, config, ctx, group.stages, group.rows))
+            n, group = fused[index]
+            body.append(_fused(space, config, ctx, n, group))
             index = group.last + 1
         else:
             body.append(_stage(space, config, ctx, stage, ()))
@@ -77,13 +77,15 @@ def _stage(
     )
 
 
-def _fused(space: ProgramSpace, config: Config, ctx: Context, members: range, rows: int) -> Stmt:
-    """The group's rows iterated once (the target lays them out), each row computing every
-    member stage."""
-    first = space.analysis.stages[members.start]
-    stages = [space.analysis.stages[n] for n in members]
+def _fused(space: ProgramSpace, config: Config, ctx: Context, n: int, group: RowGroup) -> Stmt:
+    """Group `n`'s rows iterated once (the target lays them out, by the group's own knobs),
+    each row computing every member stage."""
+    stages = [space.analysis.stages[i] for i in group.stages]
     return compiler_backend(ctx.target).fused_rows(
-        ctx, first, rows, lambda index: [_stage(space, config, ctx, s, index) for s in stages]
+        ctx,
+        group,
+        space.group_config(n, config),
+        lambda index: [_stage(space, config, ctx, s, index) for s in stages],
     )
 
 

@@ -442,6 +442,9 @@ class CStyleRenderer:
         if stmt.buffer in self.locals:
             dtype, shape = self.locals[stmt.buffer]
             index = self._index(stmt.indices, tuple(as_expr(e) for e in shape))
+            if lanes(stmt.value.dtype) > lanes(dtype):  # a vector into scalars (aligned)
+                helper = self._lane_helper("vstore", stmt.value.dtype)
+                return [f"{pad}{helper}(&{stmt.buffer}[{index}], {self.expr(stmt.value)});"]
             if dtypes.is_half(dtype):  # a shared array of 16-bit storage
                 return [f"{pad}{stmt.buffer}[{index}] = {self._half_value(stmt.value, dtype)};"]
             return [f"{pad}{stmt.buffer}[{index}] = {self.value(stmt.value, dtype)};"]

@@ -6,7 +6,9 @@ when true the group's stages are computed row by row inside one parallel loop ov
 (each row's data stays in cache between the stages), and the grouped stages' own
 `parallel`/`split` knobs are ignored. On CUDA targets a fused group is one kernel with one
 block per row, and the grouped stages' `group` knobs (outputs or splits per block) are ignored,
-so its block is one-dimensional and no larger than its largest stage's.
+so its block is one-dimensional and no larger than its largest stage's. A target may give a
+fused group knobs of its own (`CompilerBackend.group_knobs`, as `g<n>.<name>`: CUDA's
+`g<n>.cache` holds the rows read more than once in shared memory).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import random
 from collections.abc import Mapping
 
 from tunehub.compiler.analysis import Analysis, Stage, analyze
-from tunehub.compiler.backend import schedule_for
+from tunehub.compiler.backend import compiler_backend, schedule_for
 from tunehub.compiler.ir import Program
 from tunehub.compiler.space.space import Config, Knob, Space
 from tunehub.schemas.target import Target
@@ -32,6 +34,11 @@ def group_knob(group: int) -> str:
     return f"g{group}.fuse"
 
 
+def _own(group: int, name: str) -> str:
+    """The space name of a row group's own knob `name` (`CompilerBackend.group_knobs`)."""
+    return f"g{group}.{name}"
+
+
 class ProgramSpace(Space):
     """Every stage's knobs under its prefix, plus one fusion knob per row group."""
 
@@ -43,8 +50,17 @@ class ProgramSpace(Space):
         for stage in self.analysis.stages:
             knobs = schedule_for(stage, target).knobs(stage, target)
             self.knobs.update({stage_prefix(stage) + k: v for k, v in knobs.items()})
+        self.backend = compiler_backend(target)
         for n in range(len(self.analysis.groups)):
             self.knobs[group_knob(n)] = (False, True)
+            self.knobs.update({_own(n, k): v for k, v in self.backend.group_knobs.items()})
+
+    def group_config(self, group: int, config: Config) -> Config:
+        """Row group `group`'s own knobs of `config` (besides `fuse`), without their prefix."""
+        return {k: config[_own(group, k)] for k in self.backend.group_knobs}
+
+    def _group(self, n: int, fuse: bool, own: Config) -> Config:
+        return {group_knob(n): fuse, **{_own(n, k): v for k, v in own.items()}}
 
     def stage_config(self, stage: Stage, config: Config) -> Config:
         """The stage's own knobs of `config`, without their prefix."""
@@ -56,8 +72,14 @@ class ProgramSpace(Space):
         for stage in self.analysis.stages:
             part = getattr(schedule_for(stage, self.target), pick)(stage, self.target)
             config.update({stage_prefix(stage) + k: v for k, v in part.items()})
-        config.update({group_knob(n): fuse for n in range(len(self.analysis.groups))})
+        for n, group in enumerate(self.analysis.groups):
+            own = self.backend.group_default(self.analysis, group, self.target) if fuse else {}
+            config.update(self._group(n, fuse, {**self._unfused(), **own}))
         return config
+
+    def _unfused(self) -> Config:
+        """A group's own knobs while it is not fused: their first values."""
+        return {name: values[0] for name, values in self.backend.group_knobs.items()}
 
     def naive(self) -> Config:
         return self._merged(False, "naive")
@@ -91,9 +113,11 @@ class ProgramSpace(Space):
         config: Config = {}
         for stage in self.analysis.stages:
             config.update(self._sample_stage(stage, rng))
-        config.update(
-            {group_knob(n): rng.choice((False, True)) for n in range(len(self.analysis.groups))}
-        )
+        for n, group in enumerate(self.analysis.groups):
+            fuse = rng.choice((False, True))
+            own = {k: rng.choice(v) for k, v in self.backend.group_knobs.items()}
+            valid = fuse and not self.backend.group_error(self.analysis, group, self.target, own)
+            config.update(self._group(n, fuse, own if valid else self._unfused()))
         return config
 
     def _sample_stage(self, stage: Stage, rng: random.Random) -> Config:
@@ -109,8 +133,12 @@ class ProgramSpace(Space):
         return {prefix + k: v for k, v in default.items()}
 
     def canonical(self, config: Config) -> Config:
-        """Each stage's knobs in its schedule's canonical form (`Schedule.canonical`)."""
+        """Each stage's knobs in its schedule's canonical form (`Schedule.canonical`), and the
+        own knobs of groups not fused at their first values."""
         result = dict(config)
+        for n in range(len(self.analysis.groups)):
+            if not config.get(group_knob(n), True):
+                result.update(self._group(n, False, self._unfused()))
         for stage in self.analysis.stages:
             schedule = schedule_for(stage, self.target)
             own = schedule.canonical(stage, self.target, self.stage_config(stage, config))
@@ -126,4 +154,13 @@ class ProgramSpace(Space):
             reason = schedule_for(stage, self.target).check(stage, self.target, own)
             if reason is not None:
                 return f"stage {stage.index} ({stage.anchor.name}): {reason}"
+        for n, group in enumerate(self.analysis.groups):
+            own = self.group_config(n, config)
+            if not config[group_knob(n)]:
+                if own != self._unfused():
+                    return f"group {n} is not fused: its other knobs keep their first values"
+                continue
+            reason = self.backend.group_error(self.analysis, group, self.target, own)
+            if reason is not None:
+                return f"group {n}: {reason}"
         return None

@@ -4,12 +4,13 @@ search starts from."""
 
 from __future__ import annotations
 
-from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, Stage
+from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, RowGroup
 from tunehub.compiler.backend import CompilerBackend, RowBodies
 from tunehub.compiler.cost_model import roofline
 from tunehub.compiler.cost_model.cost_model import Estimate
 from tunehub.compiler.loop import Stmt, as_expr, seq, var
 from tunehub.compiler.schedule.stage import Context, Loop, nest
+from tunehub.compiler.space.space import Config
 from tunehub.targets.cpu.render import CRenderer
 from tunehub.targets.cpu.schedule.contraction import PackedGemm
 from tunehub.targets.cpu.schedule.fallback import Fallback
@@ -29,12 +30,13 @@ class CpuCompiler(CompilerBackend):
             CONTRACTION: PackedGemm(),
         }
 
-    def fused_rows(self, ctx: Context, first: Stage, rows: int, members: RowBodies) -> Stmt:
+    def fused_rows(self, ctx: Context, group: RowGroup, knobs: Config, members: RowBodies) -> Stmt:
         """One parallel loop nest over the rows (its outer axes collapsed), each row
         computing every member stage."""
+        first = ctx.analysis.stages[group.first]
         loops = [
             Loop(ctx.fresh(axis), as_expr(size))
-            for axis, size in zip(first.axes[:rows], first.shape[:rows], strict=True)
+            for axis, size in zip(first.axes[: group.rows], first.shape[: group.rows], strict=True)
         ]
         loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
         return nest(loops, seq(members(tuple(var(lp.var) for lp in loops))))

@@ -16,6 +16,7 @@ import pytest
 from tests.compiler.test_forms import program_of
 from tests.compiler.test_lower import c, signature, t
 from tunehub.compiler.ir import Program
+from tunehub.compiler.lower import lower
 from tunehub.compiler.space import space_for
 from tunehub.compiler.space.space import Config
 from tunehub.schemas.record import RecordStatus
@@ -78,8 +79,77 @@ def test_softmax_rows_fused_and_unfused(cases: CaseCache) -> None:
             {"fuse": True, "order": "row", "threads": 32},
             {"fuse": True, "order": "col", "threads": 64, "group": 4},
             {"fuse": False, "order": "col", "threads": 32, "group": 8, "items": 2},
+            {"fuse": True, "cache": True, "order": "row", "threads": 64},
+            {"fuse": True, "cache": True, "order": "col", "threads": 32, "items": 2},
         ],
     )
+
+
+def test_the_row_cache_reads_each_row_once_in_vector_loads(cases: CaseCache) -> None:
+    """A float16 layernorm over two row axes: with `cache` its rows are read once, in 16-byte
+    loads (8 halves), into shared memory, where every stage reads them; right with fewer
+    threads than chunks and more, and where the rows are not whole chunks (scalar copy)."""
+    for width, expect_vectors in ((64, True), (60, False)):
+        program = signature(
+            [
+                c("s", "bi", [2, 3], "float32(x[b, i, k])", op="sum", over={"k": width}),
+                c(
+                    "v",
+                    "bi",
+                    [2, 3],
+                    f"(float32(x[b, i, k]) - s[b, i] / {width}.0) ** 2",
+                    op="sum",
+                    over={"k": width},
+                ),
+                c(
+                    "y",
+                    "bij",
+                    [2, 3, width],
+                    f"float16((float32(x[b, i, j]) - s[b, i] / {width}.0)"
+                    f" * rsqrt(v[b, i] / {width}.0 + 1e-5) * float32(g[j]))",
+                    "float16",
+                ),
+            ],
+            [t("x", [2, 3, width], "float16"), t("g", [width], "float16")],
+            ["y"],
+        )
+        space = space_for(program, CUDA)
+        assert space.default()["g0.cache"] is True
+        source = lower(program, CUDA, space.default()).source
+        assert source.count("x_[") == 1  # the copy; the stages read the shared row
+        assert ("vload_f16x8" in source) is expect_vectors
+        check(
+            cases,
+            program,
+            [
+                {"fuse": True, "cache": True, "order": "row", "threads": 32},
+                {"fuse": True, "cache": True, "order": "row", "threads": 128, "items": 2},
+            ],
+        )
+
+
+def test_the_row_cache_needs_a_row_read_twice_of_constant_length() -> None:
+    once = signature(
+        [c("s", "i", [4], "x[i, k]", op="sum", over={"k": 32}), c("y", "ij", [4, 32], "s[i]")],
+        [t("x", [4, 32])],
+        ["y"],
+    )
+    symbolic = signature(
+        [
+            c("m", "i", [4], "x[i, k]", op="max", over={"k": "K"}),
+            c("y", "ij", [4, "K"], "x[i, j] - m[i]"),
+        ],
+        [t("x", [4, "K"])],
+        ["y"],
+        symbols={"K": {"min": 1, "max": 4096}},
+    )
+    for program in (once, symbolic):
+        space = space_for(program, CUDA)
+        config = {**space.default(), "g0.fuse": True, "g0.cache": True}
+        assert "no input row is read by more than one stage" in str(space.check(config))
+        assert space.default()["g0.cache"] is False
+    space = space_for(symbolic, CUDA)
+    assert "not fused" in str(space.check({**space.naive(), "g0.cache": True}))
 
 
 def test_reductions_along_columns_and_to_a_scalar(cases: CaseCache) -> None:
