@@ -440,18 +440,19 @@ class CUDARenderer(CStyleRenderer):
         return f"{self.half('load', element)}({from_bits}({bits}))"
 
     def _expr_Call(self, expr: Call) -> str:
-        """`pack` makes a pair of 16-bit floats (one conversion instruction, `cvt.rn.f16x2`)
-        for a 4-byte store."""
+        """`pack` makes 2, 4 or 8 16-bit floats into the words of a 4-, 8- or 16-byte store,
+        a pair per word (one conversion instruction each, `cvt.rn.f16x2`)."""
         if expr.fn != "pack":
             return super()._expr_Call(expr)
-        element = scalar(expr.dtype)
-        if lanes(expr.dtype) != 2 or not dtypes.is_half(element):
-            raise ValueError(f"CUDA packs pairs of 16-bit floats, not {expr.dtype}")
+        element, n = scalar(expr.dtype), lanes(expr.dtype)
+        if n not in _RAW_WORDS or not dtypes.is_half(element) or len(expr.args) != n:
+            raise ValueError(f"CUDA packs 2, 4 or 8 16-bit floats, not {expr.dtype}")
         _, kind, pair = _HALF_BITS[element]
         body = f"  {kind} h = {pair}(a, b);\n  return *reinterpret_cast<uint32_t*>(&h);"
         name = self._helper(f"pack_{CODES[element]}x2", "uint32_t", "float a, float b", body)
-        a, b = (self.value(rounded(arg, element), "float32") for arg in expr.args)
-        return f"{name}({a}, {b})"
+        values = [self.value(rounded(arg, element), "float32") for arg in expr.args]
+        words = [f"{name}({a}, {b})" for a, b in zip(values[::2], values[1::2], strict=True)]
+        return words[0] if n == 2 else f"make_{_RAW_WORDS[n]}({', '.join(words)})"
 
     def _lane_helper(self, kind: str, dtype: str) -> str:
         """Aligned vector loads and stores (the schedule guarantees the alignment)."""

@@ -201,6 +201,17 @@ def test_int4_dequant_matmul_through_registers(tmp_path: Path) -> None:
 
 
 @emulated
+def test_whole_int4_slices_store_each_dequantized_run_at_once(tmp_path: Path) -> None:
+    """Where k is whole slices, a thread's 8 dequantized values of a weight word go into the
+    swizzled tile as one 16-byte store (with a producer warpgroup and without; the columns'
+    edge still zero-fills); where k is not, one store each."""
+    whole = lower(int4_matmul(128), SM90, wgmma_config(space_for(int4_matmul(128), SM90)))
+    ragged = lower(int4_matmul(96), SM90, wgmma_config(space_for(int4_matmul(96), SM90)))
+    assert "vstore_f16x8(&Bs" in whole.source and "vstore_f16x8(&Bs" not in ragged.source
+    run(tmp_path, int4_matmul(128), {"M": 5})
+
+
+@emulated
 def test_grouped_block_order_covers_every_tile(tmp_path: Path) -> None:
     """10 x 4 tiles in groups of 8 row tiles, the last group partial; and 5 x 4 of them with
     a producer warpgroup, whose copies and consumers' stores each compute the position."""

@@ -42,7 +42,7 @@ def matmul(dtype: str, m: Any, n: int, k: int, epilogue: bool = False) -> Progra
     return signature(computes, inputs, ["out" if epilogue else "acc"], symbols=symbols)
 
 
-def int4_matmul() -> Program:
+def int4_matmul(k: int = 96) -> Program:
     return signature(
         [
             c(
@@ -52,14 +52,14 @@ def int4_matmul() -> Program:
                 "float32(X[m, k]) * (float32(int32((W[n, k // 8] >> (4 * (k % 8))) & 15) - 7)"
                 " * float32(s[n, k // 32]))",
                 op="sum",
-                over={"k": 96},
+                over={"k": k},
             ),
             c("out", "mn", ["M", 40], "float16(float32(r[m, n]) + acc[m, n])", "float16"),
         ],
         [
-            t("X", ["M", 96], "float16"),
-            t("W", [40, 12], "uint32"),
-            t("s", [40, 3], "float16"),
+            t("X", ["M", k], "float16"),
+            t("W", [40, k // 8], "uint32"),
+            t("s", [40, k // 32], "float16"),
             t("r", ["M", 40], "float16"),
         ],
         ["out"],

@@ -213,6 +213,10 @@ class WgmmaKernel(StagedTiles):
             return strided, contiguous
         return contiguous, strided
 
+    def _packs(self) -> bool:
+        """A run along c starts at a multiple of its length within one 16-byte chunk."""
+        return True
+
     def _visible(self) -> list[Stmt]:
         return [Wgmma("proxy_fence")]
 
