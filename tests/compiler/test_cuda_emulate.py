@@ -295,6 +295,55 @@ def test_int4_dequant_matmul_with_symbolic_rows(cases: CaseCache) -> None:
     check(cases, program, variants[:1], {"M": 1}, samples=0)
 
 
+def test_the_gemv_reads_its_epilogue_first_and_scales_each_run_once(cases: CaseCache) -> None:
+    """The GEMV kernel reads the epilogue's bias and residual before its k loop (clamped into
+    range for the rows and columns past the edge, which are never stored), and where a run
+    lies in one scale group it sums the run's products and multiplies by the scale once; a
+    run over two groups (64 of k, groups of 32) multiplies each product. Right either way."""
+    program = signature(
+        [
+            c(
+                "acc",
+                "mn",
+                ["M", 40],
+                "float32(X[m, k]) * (float32(int32((W[n, k // 8] >> (4 * (k % 8))) & 15) - 7)"
+                " * float32(s[n, k // 32]))",
+                op="sum",
+                over={"k": 128},
+            ),
+            c(
+                "out",
+                "mn",
+                ["M", 40],
+                "float16(float32(r[m, n]) + float32(b[n]) + acc[m, n])",
+                "float16",
+            ),
+        ],
+        [
+            t("X", ["M", 128], "float16"),
+            t("W", [40, 16], "uint32"),
+            t("s", [40, 4], "float16"),
+            t("b", [40], "float16"),
+            t("r", ["M", 40], "float16"),
+        ],
+        ["out"],
+        symbols={"M": {"min": 1, "max": 64}},
+    )
+    space = space_for(program, CUDA)
+    variants = [
+        {"mode": "gemv", "gemv_cols": 4, "gemv_warps": 4, "gemv_rows": 4, "gemv_vec": 32},
+        {"mode": "gemv", "gemv_cols": 2, "gemv_warps": 2, "gemv_rows": 8, "gemv_vec": 64},
+    ]
+    sources = []
+    for variant in variants:
+        config = {**space.naive(), **{f"s0.{k}": v for k, v in variant.items()}}
+        sources.append(lower(program, CUDA, config).source)
+    for source in sources:
+        assert source.index("r_[") < source.index("for (int64_t r")
+    assert "float p = 0.0f;" in sources[0] and "float p = 0.0f;" not in sources[1]  # partials
+    check(cases, program, variants, {"M": 5}, samples=0)
+
+
 def test_warp_reductions_in_every_accumulator_type(cases: CaseCache) -> None:
     """Shuffles of 64-bit, narrow integer, bool and 16-bit float accumulators."""
     program = signature(

@@ -161,7 +161,7 @@ def chunked(
     """
     groups: dict[tuple[str, tuple[Expr, ...], Expr], dict[Load, int]] = {}
     for value in values:
-        for node in _eager_loads(value):
+        for node in eager_loads(value):
             if node.tensor not in shapes:
                 continue
             if lanes(node.dtype) > 1 or node.dtype not in CHUNK_ELEMENTS:
@@ -195,15 +195,15 @@ def chunked(
     return decls, replaced
 
 
-def _eager_loads(expr: Expr) -> list[Load]:
+def eager_loads(expr: Expr) -> list[Load]:
     """The reads `expr` always makes: not those in a branch of `where` or right of `and` and
     `or`, which run only when taken (a guarded read may be out of bounds when it is not)."""
     if isinstance(expr, Call) and expr.fn == "where":
-        return _eager_loads(expr.args[0])
+        return eager_loads(expr.args[0])
     if isinstance(expr, Binary) and expr.op in ("and", "or"):
-        return _eager_loads(expr.a)
+        return eager_loads(expr.a)
     found = [expr] if isinstance(expr, Load) else []
-    return found + [load for child in children(expr) for load in _eager_loads(child)]
+    return found + [load for child in children(expr) for load in eager_loads(child)]
 
 
 def _chunk_width(offsets: set[int], base: Expr, shape: tuple[Expr, ...], dtype: str) -> int | None:
