@@ -12,7 +12,16 @@ thread.
 from __future__ import annotations
 
 from tunehub.compiler import dtypes
-from tunehub.compiler.loop import For, Function, const_value, lanes, scalar, stmts, vector
+from tunehub.compiler.loop import (
+    HORIZONTAL,
+    For,
+    Function,
+    const_value,
+    lanes,
+    scalar,
+    stmts,
+    vector,
+)
 from tunehub.compiler.render.cstyle import CStyleRenderer, compute
 
 # A kernel without vectorized loops stays scalar: gcc -O3 would otherwise vectorize the naive
@@ -107,6 +116,30 @@ class CRenderer(CStyleRenderer):
             for s in stmts(fn.body)
         )
         return [*([] if vectorized else [_NO_AUTO_VECTORIZE]), *_INCLUDES, *runtime]
+
+    def _horizontal(self, fn: str, dtype: str) -> str:
+        """A vector reduced to one lane as a tree: each step combines the vector with itself
+        rotated by half of what is left, log2(n) dependent operations where a chain over the
+        lanes has n - 1 (an rmsnorm row's normalize pass waited for 15 dependent scalar adds
+        of its sum of squares)."""
+        n, element = lanes(dtype), scalar(dtype)
+        if n & (n - 1) or compute(element) != element:
+            return super()._horizontal(fn, dtype)
+        op = HORIZONTAL[fn]
+        steps = []
+        half = n // 2
+        while half:
+            order = ", ".join(str((i + half) % n) for i in range(n))
+            rotated = f"__builtin_shufflevector(v, v, {order})"
+            operator = {"sum": "+", "prod": "*"}.get(op)
+            if operator is None:
+                steps.append(f"  v = {self.math(op, dtype)}(v, {rotated});")
+            else:
+                steps.append(f"  v = v {operator} {rotated};")
+            half //= 2
+        vt = self.ctype(dtype)
+        body = "\n".join(steps) + "\n  return v[0];"
+        return self._helper(f"{fn}_{vt}", self.types[element], f"{vt} v", body)
 
     def math(self, fn: str, dtype: str) -> str:
         if lanes(dtype) > 1 and fn in _SELECTS:
