@@ -52,6 +52,20 @@ def git_commit() -> str:
     return f"{commit}-dirty" if dirty else commit or "unknown"
 
 
+def cpu_tag(isa: str) -> str:
+    """A CPU report's tag: the ISA and the vendor (`x86_64-avx512-amd`), so that two machines
+    of one ISA measured on one day (an AVX-512 Xeon and an AVX-512 EPYC) keep two reports."""
+    vendors = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                vendor = vendors.get(line.split(":", 1)[1].strip())
+                return f"{isa}-{vendor}" if vendor else isa
+    except OSError:
+        pass
+    return isa
+
+
 def report_path(name: str, tag: str = "") -> Path:
     """`docs/benchmarks/<name>-<date>[-<tag>].md`: a tag (such as the CPU's ISA) keeps the
     reports of one day on different machines apart."""
