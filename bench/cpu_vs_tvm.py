@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import cpu_tag, describe_machine, git_commit, report_path  # noqa: E402
+from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
 from bench.tuning import scratch_database, tune  # noqa: E402
 from tunehub.compiler.inputs import random_inputs  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
@@ -163,13 +163,14 @@ def main() -> None:
     table = report(rows, args.trials)
     print(table)
     day = datetime.date.today().isoformat()
+    option, suffix = only_suffix(args.only)
     header = (
         f"# CPU kernels beside TVM MetaSchedule, {day}\n\n"
         f"Machine: {describe_machine()}; tunehub ISA {cpu_isa()}. Commit {git_commit()}. "
-        f"`python bench/cpu_vs_tvm.py --trials {args.trials}` "
+        f"`python bench/cpu_vs_tvm.py --trials {args.trials}{option}` "
         "(TVM 0.27 MetaSchedule in the same run, one thread each, same inputs).\n\n"
     )
-    out = report_path("cpu_vs_tvm", cpu_tag(cpu_isa()))
+    out = report_path("cpu_vs_tvm", cpu_tag(cpu_isa()) + suffix)
     out.write_text(header + table + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 

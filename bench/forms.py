@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import cpu_tag, describe_machine, git_commit, report_path  # noqa: E402
+from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
 from bench.tuning import retime, tune_cpu  # noqa: E402
 from tests.compiler.test_forms import (  # noqa: E402
     conv_forms,
@@ -69,13 +69,14 @@ def main() -> None:
         verdict = "within" if spread <= GOAL else "beyond"
         lines.append(f"- {family}: slowest form {spread:.2f}x the fastest ({verdict} {GOAL}x)")
     day = datetime.date.today().isoformat()
+    option, suffix = only_suffix(args.only)
     header = (
         f"# Equivalent forms tuned side by side, {day}\n\n"
         f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
-        f"`python bench/forms.py --trials {args.trials}` (one thread each; each family's "
+        f"`python bench/forms.py --trials {args.trials}{option}` (one thread each; each family's "
         "best kernels then timed in turn, the fastest of seven rounds).\n\n"
     )
-    out = report_path("forms", cpu_tag(cpu_isa()))
+    out = report_path("forms", cpu_tag(cpu_isa()) + suffix)
     best = "\n\nThe tuned kernels:\n\n" + "\n".join(configs)
     out.write_text(header + "\n".join(lines) + best + "\n")
     print("\n".join(lines[-len(spreads) :]))

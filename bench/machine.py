@@ -66,6 +66,14 @@ def cpu_tag(isa: str) -> str:
     return isa
 
 
+def only_suffix(only: list[str] | None) -> tuple[str, str]:
+    """For a run limited by `--only`: the option as the report states its command, and the
+    tag suffix that keeps its report apart from a full run's."""
+    if not only:
+        return "", ""
+    return f" --only {' '.join(only)}", "-" + "-".join(only)
+
+
 def report_path(name: str, tag: str = "") -> Path:
     """`docs/benchmarks/<name>-<date>[-<tag>].md`: a tag (such as the CPU's ISA) keeps the
     reports of one day on different machines apart."""
