@@ -7,7 +7,7 @@ the normalized store), twice of them hoping the row is still in L1; with it, onc
 stream of vector loads all in flight together (what torch's softmax does for rows that fit).
 A row is cached where its input is a tensor of the signature indexed by the group's row axes
 and one more axis of constant length, read by two or more of the group's stages (the
-`g<n>.cache` knob; `cached_rows` says which, or why none).
+`g<n>.cache` knob, valid where `cached_rows` finds one).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _copy(
     whole chunks (each chunk one vector load), else one element."""
     width = CHUNK_BYTES // dtypes.itemsize(row.dtype)
     width = width if row.length % width == 0 else 1
-    chunks = row.length // width if width > 1 else row.length
+    chunks = row.length // width
     tx = bind(ctx, "tx", threads, THREAD_KINDS[0])
     u = ctx.fresh("u")
     first = mul(add(mul(var(u), const(threads)), var(tx.var)), const(width))
