@@ -333,7 +333,7 @@ def test_only_a_single_k_block_keeps_its_column_panels() -> None:
     assert "packcols" in blocked and "memset(packed" not in blocked
 
 
-def nchw_conv_bias_relu() -> Program:
+def nchw_conv_bias_relu(filters: int = 7) -> Program:
     """A padded 3x3 NCHW convolution of a symbolic batch and a non-square image, with a bias
     and relu epilogue: every part a channels-last relayout permutes (k = 72: a k block of
     64 leaves a partial one)."""
@@ -344,14 +344,14 @@ def nchw_conv_bias_relu() -> Program:
             "symbols": {"N": {"min": 1, "max": 4}},
             "inputs": [
                 tensor("data", ["N", 8, 9, 11]),
-                tensor("weight", [7, 8, 3, 3]),
-                tensor("bias", [7]),
+                tensor("weight", [filters, 8, 3, 3]),
+                tensor("bias", [filters]),
             ],
             "computes": [
                 {
                     "name": "conv",
                     "axes": ["n", "f", "y", "x"],
-                    "shape": ["N", 7, 9, 11],
+                    "shape": ["N", filters, 9, 11],
                     "dtype": "float32",
                     "reduce": {"op": "sum", "axes": {"c": 8, "ry": 3, "rx": 3}},
                     "expr": f"where({guard}, data[n, c, y + ry - 1, x + rx - 1], 0.0)"
@@ -360,7 +360,7 @@ def nchw_conv_bias_relu() -> Program:
                 {
                     "name": "out",
                     "axes": ["n", "f", "y", "x"],
-                    "shape": ["N", 7, 9, 11],
+                    "shape": ["N", filters, 9, 11],
                     "dtype": "float32",
                     "expr": "max(conv[n, f, y, x] + bias[f], 0.0)",
                 },
@@ -391,6 +391,21 @@ def test_relayout_computes_an_nchw_conv_channels_last() -> None:
     assert all(space.check(config) is None for config in configs)
     for batch in (1, 3):
         check_configs(program, CPU, configs, {"N": batch})
+
+
+def test_relayout_copies_the_output_back_along_whole_vectors() -> None:
+    """With 16 filters and rows of 11 pixels, the output's copy back to NCHW walks the
+    filters innermost (whole vectors of contiguous reads; its rows of 11 are not whole
+    vectors) and stays right; with 7 filters it walks the pixels, as the buffer is laid."""
+    for filters, innermost in ((16, 16), (7, 11)):
+        program = nchw_conv_bias_relu(filters)
+        space = space_for(program, CPU)
+        (relaid,) = [s for s in space.seeds() if s["s0.relayout"] and s["s0.vec_side"] == "rhs"]
+        lines = lower(program, CPU, relaid).source.splitlines()
+        store = next(n for n, line in enumerate(lines) if line.lstrip().startswith("out_["))
+        loop = next(line for line in reversed(lines[:store]) if "for (" in line)
+        assert f"< {innermost};" in loop
+        check_configs(program, CPU, [relaid], {"N": 2})
 
 
 def test_relayout_needs_a_layout_to_change() -> None:

