@@ -254,10 +254,17 @@ class CStyleRenderer:
 
     def _workspace_helper(self) -> str:
         """At least `bytes` of 64-byte aligned scratch for this thread, the same block again
-        on the next call unless it must grow (it is kept until the thread or process ends)."""
+        on the next call unless it must grow. It is kept until the library is unloaded (the
+        unloading thread's block is freed then: the tuner's measuring child unloads every
+        candidate it times) or the process ends."""
         return (
             "static _Thread_local void* workspace_block;\n"
             "static _Thread_local int64_t workspace_bytes;\n"
+            "__attribute__((destructor)) static void workspace_release(void) {\n"
+            "  free(workspace_block);\n"
+            "  workspace_block = 0;\n"
+            "  workspace_bytes = 0;\n"
+            "}\n"
             "static void* workspace(int64_t bytes) {\n"
             "  if (bytes > workspace_bytes) {\n"
             "    free(workspace_block);\n"

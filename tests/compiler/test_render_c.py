@@ -3,10 +3,15 @@ workspaces, 16-bit float conversions, name mangling, constants, and the OpenMP p
 
 from __future__ import annotations
 
+import _ctypes
+import ctypes
+import os
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 
-from tests.compiler.cbuild import HOST_FLOAT_LANES, call
+from tests.compiler.cbuild import HOST, HOST_FLOAT_LANES, call, compile_for
 from tunehub.compiler.backend import render
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Var
 from tunehub.compiler.loop import (
@@ -71,10 +76,8 @@ def _tile_loops(body: Stmt) -> Stmt:
     return For("i", const(8), For("j", const(32 // LANES), body, "unroll"), "unroll")
 
 
-def test_per_thread_workspace_in_a_parallel_loop() -> None:
-    """Each row is copied to a per-thread scratch buffer and summed from there. The scratch
-    comes from the block the calling thread keeps between calls (not freed), which grows
-    when a call needs more (here: wider rows)."""
+def _rows(name: str) -> Function:
+    """Each row of X copied to a per-thread scratch buffer and summed from there into Y."""
     i, j = var("i"), var("j")
     acc = Var("s", "float64")
     update = Assign("s", Binary("+", acc, Load("scratch", (j,), "float32"), "float64"))
@@ -84,17 +87,22 @@ def test_per_thread_workspace_in_a_parallel_loop() -> None:
         For("j", var("N"), update),
         Store("Y", (i,), acc),
     )
-    fn = Function(
-        "rows",
+    return Function(
+        name,
         (Buffer("X", "float32", ("M", "N")),),
         (Buffer("Y", "float64", ("M",)),),
         ("M", "N"),
         For("i", var("M"), row, "parallel"),
         (Workspace("scratch", "float32", ("N",), per_thread=True),),
     )
+
+
+def test_per_thread_workspace_in_a_parallel_loop() -> None:
+    """The scratch comes from the block the calling thread keeps between calls (not freed),
+    which grows when a call needs more (here: wider rows)."""
     X = np.random.default_rng(1).standard_normal((37, 11), dtype=np.float32)
     Y = np.zeros(37)
-    kernel = kernel_of(fn)
+    kernel = kernel_of(_rows("rows"))
     assert "omp_get_thread_num()" in kernel.source and "workspace(" in kernel.source
     assert "free(scratch_base);" not in kernel.source
     assert call(kernel, {"X": X, "Y": Y}, {"M": 37, "N": 11}) == 0
@@ -102,6 +110,30 @@ def test_per_thread_workspace_in_a_parallel_loop() -> None:
     wide = np.random.default_rng(2).standard_normal((37, 3000), dtype=np.float32)
     assert call(kernel, {"X": wide, "Y": Y}, {"M": 37, "N": 3000}) == 0
     np.testing.assert_allclose(Y, wide.astype(np.float64).sum(1), rtol=1e-12)
+
+
+def test_unloading_a_kernel_frees_the_scratch_it_kept() -> None:
+    """A process that loads, calls and unloads kernels one after another (the measuring
+    child) does not keep each one's scratch: 40 rounds of 4 MiB per thread stay within a
+    few MiB of resident memory."""
+    kernel = kernel_of(_rows("rows_unloaded"))
+    path = compile_for(kernel, HOST.isa)
+    wide = np.ones((1, 1 << 20), dtype=np.float32)
+    Y = np.zeros(1)
+    pointers = [ctypes.c_void_p(wide.ctypes.data), ctypes.c_void_p(Y.ctypes.data)]
+    sizes = [ctypes.c_int64(1), ctypes.c_int64(1 << 20)]
+
+    def resident() -> int:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)  # as the child: its pool outlives us
+    before = resident()
+    for _ in range(40):
+        lib = ctypes.CDLL(str(path))
+        assert getattr(lib, kernel.entry)(*pointers, *sizes) == 0
+        _ctypes.dlclose(lib._handle)
+    assert Y[0] == 1 << 20
+    assert resident() - before < 64 << 20
 
 
 def test_half_vectors_round_like_ml_dtypes() -> None:
