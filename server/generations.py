@@ -95,8 +95,8 @@ class GenerationReader:
             while self._waiting:
                 batch, self._waiting = self._waiting, {}
                 keys = list(batch)
-                values: list[int | None]
                 subscription = self._subscription  # live when the MGET is sent
+                values: list[int | None] = [None] * len(keys)
                 try:
                     found = await self.redis.mget([KEY_PREFIX + key for key in keys])
                     values = [0 if value is None else int(value) for value in found]
@@ -104,17 +104,17 @@ class GenerationReader:
                     if subscription and subscription == self._subscription:
                         for key, value in zip(keys, values, strict=True):
                             self._learn(key, value)
-                except (RedisError, OSError, ValueError) as exc:
+                except Exception as exc:  # any failure: Redis cannot say (None), never a hang
                     if not self._failing:
                         log.warning(
                             "cannot read best generations (caches fall back on TTL): %s", exc
                         )
                     self._failing = True
-                    values = [None] * len(keys)
-                for key, value in zip(keys, values, strict=True):
-                    for future in batch[key]:
-                        if not future.done():  # its request may have gone
-                            future.set_result(value)
+                finally:  # every reader of the batch answered, even when this task is cancelled
+                    for key, value in zip(keys, values, strict=True):
+                        for future in batch[key]:
+                            if not future.done():  # its request may have gone
+                                future.set_result(value)
         finally:
             self._reader = None
 
@@ -156,8 +156,13 @@ class GenerationReader:
             delay = min(delay * 2, longest)
 
     async def aclose(self) -> None:
+        """Stop listening and close the connections. The listener is waited for a bounded
+        time: cancelled while its subscription was still being set up, redis-py's pubsub
+        close never returned (a lookup answered from the cache right after a reader was made
+        hung its event loop's shutdown, under load)."""
         if self._listener is not None:
             self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            done, _ = await asyncio.wait({self._listener}, timeout=REDIS_CONFIRM_S)
+            if not done:
+                log.warning("best generations: the listener did not stop; left behind")
         await self.redis.aclose()
