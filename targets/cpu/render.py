@@ -126,12 +126,12 @@ class CRenderer(CStyleRenderer):
         if n & (n - 1) or compute(element) != element:
             return super()._horizontal(fn, dtype)
         op = HORIZONTAL[fn]
+        operator = {"sum": "+", "prod": "*"}.get(op)
         steps = []
         half = n // 2
         while half:
             order = ", ".join(str((i + half) % n) for i in range(n))
             rotated = f"__builtin_shufflevector(v, v, {order})"
-            operator = {"sum": "+", "prod": "*"}.get(op)
             if operator is None:
                 steps.append(f"  v = {self.math(op, dtype)}(v, {rotated});")
             else:
