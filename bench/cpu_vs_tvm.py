@@ -10,7 +10,9 @@ it, at seq_len 32); `bench/tvm_workloads.py` writes each in TE for TVM (see its 
 Python it needs). Each is tuned from scratch: tunehub through the real tuner and local
 executor on a fresh database, TVM with `tune_tir` in a child process. Both best kernels run on
 the same random inputs; TVM's output is checked against tunehub's reference evaluator (TVM
-accumulates the int4 linear in float16 as the TIR says, so its error there is larger) and
+accumulates the int4 linear in float16 as the TIR says, so its error there is larger; its
+signature is version 1, whose rounding of every product is the nearer to TVM's float16
+arithmetic, and which every earlier report measured) and
 numpy's time on one thread is shown beside them (`worker.measure.library`).
 
 Prints a table and writes `docs/benchmarks/cpu_vs_tvm-<date>-<isa>.md` with the machine (CPU model

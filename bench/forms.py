@@ -7,7 +7,9 @@ tuned latencies are within each family (the goal: within 1.25x of each other).
 The forms are those `tests/compiler/test_forms.py` checks, at benchmark sizes: a 256^3 matmul
 in every operand layout and with axes of extent 1, a matmul + bias + relu + cast in one
 compute and in four, an int4 linear (N = K = 1024, seq_len 32) inline and in MLC-LLM's five
-blocks, and a 3x3 convolution of 32 channels on 28 x 28 in NCHW and NHWC. Each is tuned from
+blocks (signature version 2, as the TIR frontend reads them), the same linear with every
+product rounded to float16 (the five blocks as version 1 reads them, and inline with the
+cast written), and a 3x3 convolution of 32 channels on 28 x 28 in NCHW and NHWC. Each is tuned from
 scratch through the real tuner; results go to docs/benchmarks/forms-<date>-<isa>.md with the
 machine and commit.
 """
@@ -28,6 +30,7 @@ from tests.compiler.test_forms import (  # noqa: E402
     conv_forms,
     epilogue_forms,
     int4_forms,
+    int4_rounded_forms,
     matmul_forms,
 )
 from tunehub.worker.device import cpu_isa  # noqa: E402
@@ -36,9 +39,10 @@ FAMILIES = {
     "matmul": matmul_forms(256, 256, 256),
     "epilogue": epilogue_forms(256, 256, 256),
     "int4": int4_forms(1024, 1024),
+    "int4_rounded": int4_rounded_forms(1024, 1024),
     "conv": conv_forms(32, 32, 28),
 }
-SYMBOLS = {"int4": {"seq": 32}}
+SYMBOLS = {"int4": {"seq": 32}, "int4_rounded": {"seq": 32}}
 GOAL = 1.25
 
 

@@ -8,7 +8,9 @@ Workloads: fp16 GEMM 4096^3 and 8192^3 (fp32 accumulation; `bench/gemm_fp16_*.js
 torch.matmul (cuBLAS) and a Triton autotuned matmul (`bench/triton_matmul.py`; left out with
 a note where triton is missing); the int4-dequantizing NT matmul + bias + residual
 (`examples/int4_matmul.json`, N = K = 4096, M = 1 and 2048; `bench/int4_matmul_8192.json`,
-N = K = 8192, M = 1) against torch dequantizing then multiplying, a Triton int4 GEMV/GEMM on
+N = K = 8192, M = 1; the same 4096 linear in MLC-LLM's five blocks, `bench/int4_matmul_mlc.json`,
+M = 1 and 2048, which should tune to the inline form's kernels) against torch dequantizing then
+multiplying, a Triton int4 GEMV/GEMM on
 the signature's own layout (`bench/triton_int4.py`, left out where triton is missing; torch's
 tinygemm `_weight_int4pack_mm` takes bfloat16 activations on CUDA, so it cannot run this float16
 workload), and against the read floor:
@@ -92,6 +94,8 @@ WORKLOADS = [
     Workload("int4_gemv_m1", EXAMPLES / "int4_matmul.json", {"M": 1}, "int4", True),
     Workload("int4_gemm_m2048", EXAMPLES / "int4_matmul.json", {"M": 2048}, "int4", True),
     Workload("int4_gemv_8192_m1", BENCH / "int4_matmul_8192.json", {"M": 1}, "int4", False),
+    Workload("int4_gemv_mlc_m1", BENCH / "int4_matmul_mlc.json", {"M": 1}, "int4", False),
+    Workload("int4_gemm_mlc_m2048", BENCH / "int4_matmul_mlc.json", {"M": 2048}, "int4", False),
     Workload("softmax_rows", BENCH / "softmax_rows.json", {}, "softmax", True),
     Workload("layernorm_rows", BENCH / "layernorm_rows.json", {}, "layernorm", True),
     Workload("rmsnorm_rows", BENCH / "rmsnorm_rows.json", {}, "rmsnorm", True),
@@ -300,6 +304,8 @@ def baselines(torch: Any, w: Workload, inputs: list[Any]) -> dict[str, Callable[
         return found
     if w.kind == "int4":
         x, packed, scales, bias, residual = inputs
+        # the MLC form's unit batch axis: [1, M, K] and [1, M, N] as the matrices they are
+        x, residual = x.reshape(-1, x.shape[-1]), residual.reshape(-1, residual.shape[-1])
         words = packed.view(torch.int32)
         shifts = torch.arange(0, 32, 4, dtype=torch.int32, device="cuda")
         group = x.shape[1] // scales.shape[1]

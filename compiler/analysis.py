@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.ir import (
@@ -157,24 +157,12 @@ def _inline(program: Program) -> list[Compute]:
         return None
 
     for compute in program.computes:
-        compute = _with_body(compute, transform(compute.body, expand))
+        compute = replace(compute, body=transform(compute.body, expand))
         if compute.reduce_op is None and compute.name not in program.outputs:
             inlined[compute.name] = compute
         else:
             kept.append(compute)
     return kept
-
-
-def _with_body(compute: Compute, body: Expr) -> Compute:
-    return Compute(
-        compute.name,
-        compute.axes,
-        compute.shape,
-        compute.dtype,
-        body,
-        compute.reduce_op,
-        compute.reduce_axes,
-    )
 
 
 def _stages(program: Program, computes: list[Compute]) -> tuple[Stage, ...]:
@@ -193,7 +181,7 @@ def _stages(program: Program, computes: list[Compute]) -> tuple[Stage, ...]:
             renamed: dict[str, Expr] = {
                 axis: Var(a) for axis, a in zip(compute.axes, anchor.axes, strict=True)
             }
-            chains[target].append(_with_body(compute, substitute(compute.body, renamed)))
+            chains[target].append(replace(compute, body=substitute(compute.body, renamed)))
             owner[compute.name] = target
     stages: list[Stage] = []
     for compute in computes:

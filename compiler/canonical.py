@@ -4,8 +4,11 @@ Two signatures that differ only in names (of the task, tensors, axes, symbols) a
 workload: the canonical form replaces every name by its position (inputs `in0..`, computes
 `c0..`, per-compute axes `a0..` and reduce axes `r0..`, symbols `s0..`) and re-prints each
 expression from the IR, fully parenthesized, so formatting and redundant parentheses in the
-source do not matter either. Any semantic change (a constant, a shape, a dtype, the order of
-operands) changes the form and therefore the key.
+source do not matter either. A compute whose reduce keeps its terms in another dtype than its
+own (signature version 2, `Compute.term_dtype`) says so; every other compute reads as in
+version 1, so a signature means one key whichever version it is written in. Any semantic
+change (a constant, a shape, a dtype, the order of operands) changes the form and therefore
+the key.
 """
 
 from __future__ import annotations
@@ -64,14 +67,15 @@ def canonical_form(program: Program) -> dict[str, Any]:
         reduce = None
         if c.reduce_op is not None:
             reduce = {"op": c.reduce_op, "extents": shape(tuple(r.extent for r in c.reduce_axes))}
-        computes.append(
-            {
-                "shape": shape(c.shape),
-                "dtype": c.dtype,
-                "reduce": reduce,
-                "expr": to_text(c.body, local),
-            }
-        )
+        entry = {
+            "shape": shape(c.shape),
+            "dtype": c.dtype,
+            "reduce": reduce,
+            "expr": to_text(c.body, local),
+        }
+        if c.term_dtype is not None:
+            entry["terms"] = c.term_dtype
+        computes.append(entry)
     return {
         "version": 1,
         "symbols": [[s.min, s.max] for s in program.symbols],

@@ -185,7 +185,8 @@ class ReduceAxis:
 class Compute:
     """`name[axes] = reduce_op over reduce_axes of body` (or just `body` without a reduce).
 
-    The body is cast to `dtype` before it is accumulated; accumulation happens in `dtype`.
+    A reduce casts each term (the body's value) to `term` and accumulates in that dtype's
+    compute dtype; the result is cast to `dtype` when stored.
     """
 
     name: str
@@ -195,6 +196,13 @@ class Compute:
     body: Expr
     reduce_op: str | None = None
     reduce_axes: tuple[ReduceAxis, ...] = ()
+    term_dtype: str | None = None  # None: `dtype` (signature version 1)
+
+    @property
+    def term(self) -> str:
+        """The dtype a reduce casts each term to: its own dtype in version 1 signatures; in
+        version 2 a 16-bit float sum or product keeps its terms in the float32 accumulator."""
+        return self.term_dtype or self.dtype
 
 
 @dataclass(frozen=True)

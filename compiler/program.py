@@ -185,7 +185,10 @@ def _compute(
         hints=_hints(sig, decl),
     )
     body = parse(decl.expr, scope)
-    compute = Compute(decl.name, tuple(decl.axes), shape, decl.dtype, body, reduce_op, reduce_axes)
+    term = _term_dtype(sig, decl.dtype, reduce_op)
+    compute = Compute(
+        decl.name, tuple(decl.axes), shape, decl.dtype, body, reduce_op, reduce_axes, term
+    )
     ranges: dict[str, Interval] = {s: (_Affine.symbol(s), _Affine.symbol(s)) for s in box}
     extents = [*zip(compute.axes, shape, strict=True), *((r.name, r.extent) for r in reduce_axes)]
     for axis, extent in extents:
@@ -193,6 +196,14 @@ def _compute(
     shapes = {b.name: b.shape for b in buffers}
     _check_reads(what, body, shapes, ranges, box)
     return compute
+
+
+def _term_dtype(sig: TaskSignature, dtype: str, reduce_op: str | None) -> str | None:
+    """What a reduce casts each term to where it is not its own dtype: from version 2 on, a
+    16-bit float sum or product adds its terms unrounded, in float32 (docs/signature.md)."""
+    if sig.version >= 2 and reduce_op in ("sum", "prod") and dtypes.is_half(dtype):
+        return dtypes.compute_dtype(dtype)
+    return None
 
 
 def _hints(sig: TaskSignature, decl: ComputeDecl) -> dict[str, str]:

@@ -22,8 +22,9 @@ Semantics follow C and `compiler.dtypes`, not numpy's defaults:
   trunc(a / b) and float `%` is fmod (see `compiler.parse`);
 - casts to integers truncate toward zero, to 16-bit floats round to nearest even, to bool
   test `!= 0`;
-- a reduce casts its body to the compute's dtype, accumulates in that dtype's compute dtype
-  from the op's identity, and rounds at the store.
+- a reduce casts its body to its term dtype (`Compute.term`: the compute's dtype, or float32
+  for a 16-bit sum or product of a version 2 signature), accumulates in the compute's compute
+  dtype from the op's identity, and rounds at the store.
 Reads inside a `where` branch may be out of bounds by design (conv2d padding): their
 indices are clipped into bounds and `where` discards those lanes. `compiler.program` proves
 every other read in bounds; should one still fall outside, evaluation fails loudly.
@@ -155,8 +156,9 @@ def _evaluate_compute(
         pairs = enumerate(zip(names, block, strict=True))
         spans = {name: (pos, *bounds) for pos, (name, bounds) in pairs}
         evaluator = _evaluator(env, spans, symbols, len(extents))
-        # The store (or, for a reduce, each term) is a cast to the compute's dtype.
-        value = _convert(evaluator.eval(compute.body, guarded=False), compute.dtype)
+        # The store is a cast to the compute's dtype, each term of a reduce one to its term's.
+        cast = compute.dtype if compute.reduce_op is None else compute.term
+        value = _convert(evaluator.eval(compute.body, guarded=False), cast)
         block_shape = tuple(hi - lo for lo, hi in block)
         value = np.broadcast_to(value, block_shape)
         out = tuple(slice(lo, hi) for lo, hi in block[: len(shape)])
@@ -461,11 +463,11 @@ class _Contraction:
 def _plan_contraction(
     compute: Compute, extents: dict[str, int], exact: bool = True
 ) -> _Contraction | None:
-    """The cheapest split of a float32/float64 sum of products (with `exact` off, a 16-bit
-    one too) into two sides, or None when `compute` is no such sum (then the elementwise
-    path evaluates it)."""
+    """The cheapest split of a sum of products whose terms are float32/float64 (with `exact`
+    off, 16-bit ones too) into two sides, or None when `compute` is no such sum (then the
+    elementwise path evaluates it)."""
     floats = ("float32", "float64") if exact else ("float32", "float64", *dtypes.HALF)
-    if compute.reduce_op != "sum" or compute.dtype not in floats:
+    if compute.reduce_op != "sum" or compute.term not in floats:
         return None
     body = compute.body
     while not exact and isinstance(body, Cast):

@@ -4,8 +4,9 @@ The text is parsed with Python's `ast` and read, never executed. It may be a who
 `@I.ir_module` class or bare functions (decorated with `@T.prim_func` or not, indented or
 not). A function becomes one signature whose computes are its blocks, one to one and in
 order, with the arithmetic as written: MLC's fused int4 linear stays five computes (unpack,
-dequantize, the NT matmul over the unit batch axis accumulating in float16, two adds); the
-compiler normalizes forms, the frontend does not.
+dequantize, the NT matmul over the unit batch axis summing float16 products, two adds); the
+compiler normalizes forms, the frontend does not. Signatures are version 2: a float16 sum
+adds its products unrounded in float32, as tensor cores and cuBLAS do (docs/signature.md).
 
 - `T.Buffer` parameters and `T.match_buffer` over `T.handle` ones are the inputs, or the
   outputs when a block writes them; `T.alloc_buffer` intermediates are computes.
@@ -152,6 +153,7 @@ class _Function:
         words = set(_WORD.findall(" ".join(text)))
         return TaskSignature.model_validate(
             {
+                "version": 2,
                 "name": self.fn.name[:128],
                 "symbols": {
                     name: self.ranges.get(name, taskset.SYMBOL_RANGE)

@@ -1,4 +1,5 @@
-"""Task signature, version 1: the serialized compute definition users submit.
+"""Task signature, versions 1 and 2: the serialized compute definition users submit. The
+versions differ only in what a 16-bit float sum or product adds (docs/signature.md).
 
 These models check only the shape of the document (field types, name syntax, version).
 Semantic validation (expressions, bounds, references) belongs to `compiler.program`.
@@ -82,7 +83,7 @@ class ComputeDecl(_Strict):
 class TaskSignature(_Strict):
     """A tensor program: named inputs, a sequence of computes, and the outputs among them."""
 
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 1
     name: str = Field(min_length=1, max_length=128)
     symbols: dict[Name, SymbolDecl] = Field(default_factory=dict, max_length=8)
     inputs: list[TensorDecl] = Field(min_length=1, max_length=32)

@@ -81,3 +81,16 @@ def test_the_report_checks_issue_14s_bars_where_both_sides_were_measured() -> No
         f"int4_gemv_m1: 8.00x {INT4_PEERS[0]} (bar 1.00x): met",
         "rmsnorm_rows: 1.10x torch (bar 1.00x): met",
     ]
+
+
+def test_every_workload_loads_and_the_mlc_form_gets_the_inline_forms_space() -> None:
+    """The five-block MLC linear is measured beside the inline one: same kernels offered."""
+    from bench.gpu_kernels import WORKLOADS
+    from tunehub.compiler.program import load
+    from tunehub.compiler.space import space_for
+    from tunehub.schemas.target import Target
+
+    programs = {w.signature.stem: load(w.signature.read_text()) for w in WORKLOADS}
+    sm90 = Target(kind="cuda", arch="sm_90")
+    mlc, inline = (space_for(programs[n], sm90) for n in ("int4_matmul_mlc", "int4_matmul"))
+    assert mlc.knobs == inline.knobs and "wgmma" in mlc.knobs["s0.mode"]

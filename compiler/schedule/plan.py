@@ -88,8 +88,8 @@ def plan_or_reason(stage: Stage) -> Plan | str:
         return f"a {stage.anchor.reduce_op} reduction, not a sum of products"
     acc = accumulator_dtype(stage)
     spine, roundings = _unwrap(stage.anchor.body, acc)
-    if dtypes.is_half(stage.anchor.dtype):
-        roundings.append(stage.anchor.dtype)
+    if dtypes.is_half(stage.anchor.term):
+        roundings.append(stage.anchor.term)
     if len(set(roundings)) > 1:
         return f"its terms round twice ({' then '.join(roundings)}) before they are summed"
     if not _exact_product(spine, acc):

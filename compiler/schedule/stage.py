@@ -22,7 +22,7 @@ To write a schedule (e.g. `contraction.py`), subclass `Schedule` and implement:
 
 Scratch buffers (packing, per-thread tiles) come from `ctx.scratch`, names of loop variables
 and locals from `ctx.fresh`. Values follow `compiler.dtypes`: accumulate in
-`compute_dtype(anchor.dtype)`, cast each reduce term with `Cast(anchor.dtype, body)`, and store
+`compute_dtype(anchor.dtype)`, cast each reduce term with `Cast(anchor.term, body)`, and store
 `stage.finish(value, index)` (which rounds and applies the epilogue).
 """
 
@@ -225,8 +225,8 @@ def accumulator_dtype(stage: Stage) -> str:
 
 
 def term(stage: Stage, index: dict[str, Expr]) -> Expr:
-    """One reduce term: the body at `index`, cast to the anchor's dtype."""
-    return Cast(stage.anchor.dtype, stage.body_at(index))
+    """One reduce term: the body at `index`, cast to the anchor's term dtype."""
+    return Cast(stage.anchor.term, stage.body_at(index))
 
 
 # ----------------------------------------------------------------------------- the plain nest

@@ -63,7 +63,7 @@ CASES: dict[str, tuple[str | bytes, str]] = {
     "not_utf8": (b"\xff\xfe{}", "invalid JSON"),
     "not_an_object": ("[1, 2, 3]", "a task signature is a JSON object"),
     "json_nested_10^6_deep": ("[" * 10**6 + "]" * 10**6, "nested too deeply"),
-    "wrong_version": (_edit(lambda s: s.update(version=2)), "version"),
+    "wrong_version": (_edit(lambda s: s.update(version=3)), "version"),
     "missing_field": (_edit(lambda s: s.pop("computes")), "computes"),
     "unknown_field": (_edit(lambda s: s.update(code="import os")), "code"),
     "unknown_function": (_expr("foo(A[i, k]) * B[k, j]"), "foo"),

@@ -127,6 +127,17 @@ def test_semantic_changes_change_the_key(edit):
     assert key(changed(edit)) != key(MATMUL_BIAS_RELU)
 
 
+def test_a_version_2_signature_shares_the_key_of_the_version_1_one_meaning_the_same():
+    """Only a 16-bit float sum or product means something else in version 2 (its terms are
+    not rounded): such a compute's key differs, every other keeps its version 1 key."""
+    assert "terms" not in str(canonical_form(load(MATMUL_BIAS_RELU)))
+    assert key({**MATMUL_BIAS_RELU, "version": 2}) == key(MATMUL_BIAS_RELU)
+    half = changed(lambda s: s["computes"][0].update(dtype="float16", expr="A[i, k] * B[k, j]"))
+    assert key({**half, "version": 2}) != key(half)
+    form = canonical_form(load({**half, "version": 2}))
+    assert form["computes"][0]["terms"] == "float32"
+
+
 def test_task_name_is_not_part_of_the_key():
     assert key(changed(lambda s: s.update(name="other"))) == key(MATMUL_BIAS_RELU)
 

@@ -335,10 +335,20 @@ def test_warp_reductions_in_every_accumulator_type(cases: CaseCache) -> None:
 
 
 def test_a_16_bit_sum_rounds_each_term_in_the_gemv_and_tiled_kernels(cases: CaseCache) -> None:
-    """The MLC-LLM form of an int4 linear sums float16 terms (each product rounded): it gets
-    the GEMV and tiled kernels, which round each product as the reference does, and no
-    tensor-core mode (an MMA cannot)."""
-    program = program_of("int4", "int4_mlc")
+    """The MLC-LLM form of an int4 linear as a version 1 signature sums float16 terms (each
+    product rounded): it gets the GEMV and tiled kernels, which round each product as the
+    reference does, and no tensor-core mode (an MMA cannot)."""
+    program = program_of("int4_rounded", "int4_mlc_v1")
     modes = space_for(program, CUDA).knobs["s0.mode"]
     assert "gemv" in modes and "tiled" in modes and not {"wmma", "wgmma"} & set(modes)
     check(cases, program, [{"mode": "gemv", "gemv_vec": 8}, {"mode": "tiled"}], {"seq": 3})
+
+
+def test_the_mlc_int4_linear_gets_the_inline_forms_kernels(cases: CaseCache) -> None:
+    """As the TIR frontend reads it (version 2: float16 products summed unrounded), the MLC
+    form's space is the inline form's, tensor cores included, and its kernels are right."""
+    program = program_of("int4", "int4_mlc")
+    space = space_for(program, CUDA)
+    assert space.knobs == space_for(program_of("int4", "int4_inline"), CUDA).knobs
+    assert {"gemv", "wmma", "wgmma"} <= set(space.knobs["s0.mode"])
+    check(cases, program, [{"mode": "gemv", "gemv_vec": 8}, {"mode": "wmma"}], {"seq": 3})

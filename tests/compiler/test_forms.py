@@ -1,7 +1,8 @@
 """Equivalent forms of one computation land on the same schedule template, whatever the
 user wrote: operand layouts (NN, NT, TN, TT), batch axes of extent 1 anywhere, casts and
 epilogues split over several computes, the MLC-LLM five-block int4 linear beside the inline
-one, and NCHW beside NHWC convolutions. Each form's default and a seeded sample of its space
+one (with its float16 products summed unrounded, and rounded), and NCHW beside NHWC
+convolutions. Each form's default and a seeded sample of its space
 are built and checked against the reference evaluator."""
 
 from __future__ import annotations
@@ -92,20 +93,13 @@ def epilogue_forms(m: int, n: int, k: int) -> dict[str, dict[str, Any]]:
 
 def int4_forms(n: int, k: int) -> dict[str, dict[str, Any]]:
     """An int4 weight-only linear (8 nibbles per uint32, group 32, zero point 7, float16
-    scales) written inline, and in MLC-LLM's five blocks: unpack to float16, dequantize, an
-    NT matmul over a unit batch axis accumulating in float16, two adds."""
-    inputs = [
-        tensor("W", [n, k // 8], "uint32"),
-        tensor("S", [n, k // 32], "float16"),
-        tensor("X", [1, "seq", k], "float16"),
-        tensor("bias", [n], "float16"),
-        tensor("R", [1, "seq", n], "float16"),
-    ]
-    symbols = {"seq": {"min": 1, "max": 64}}
+    scales) written inline, and in MLC-LLM's five blocks as the TIR frontend reads them
+    (signature version 2): unpack to float16, dequantize, an NT matmul over a unit batch axis
+    summing float16 products, two adds."""
     inline = {
         "name": "int4_inline",
-        "symbols": symbols,
-        "inputs": inputs,
+        "symbols": INT4_SYMBOLS,
+        "inputs": _int4_inputs(n, k),
         "computes": [
             {
                 "name": "acc",
@@ -126,14 +120,61 @@ def int4_forms(n: int, k: int) -> dict[str, dict[str, Any]]:
         ],
         "outputs": ["out"],
     }
+    return {"int4_inline": inline, "int4_mlc": {"version": 2, **_int4_mlc(n, k)}}
 
+
+def int4_rounded_forms(n: int, k: int) -> dict[str, dict[str, Any]]:
+    """The int4 linear whose every product rounds to float16 before it is summed: MLC-LLM's
+    five blocks as a version 1 signature reads them, and one sum with the rounding written
+    as a cast, its dequantize rounded as the blocks round it."""
+    dequantize = "float16((float16((W[j, r // 8] >> uint32(r % 8 * 4)) & uint32(15)) - float16(7))"
+    inline = {
+        "name": "int4_inline_rounded",
+        "symbols": INT4_SYMBOLS,
+        "inputs": _int4_inputs(n, k),
+        "computes": [
+            {
+                "name": "acc",
+                "axes": ["b", "m", "j"],
+                "shape": [1, "seq", n],
+                "dtype": "float32",
+                "reduce": {"op": "sum", "axes": {"r": k}},
+                "expr": f"float16(X[b, m, r] * {dequantize} * S[j, r // 32]))",
+            },
+            {
+                "name": "out",
+                "axes": ["b", "m", "j"],
+                "shape": [1, "seq", n],
+                "dtype": "float16",
+                "expr": "float16(float16(acc[b, m, j]) + bias[j]) + R[b, m, j]",
+            },
+        ],
+        "outputs": ["out"],
+    }
+    return {"int4_inline_rounded": inline, "int4_mlc_v1": {"version": 1, **_int4_mlc(n, k)}}
+
+
+INT4_SYMBOLS = {"seq": {"min": 1, "max": 64}}
+
+
+def _int4_inputs(n: int, k: int) -> list[dict[str, Any]]:
+    return [
+        tensor("W", [n, k // 8], "uint32"),
+        tensor("S", [n, k // 32], "float16"),
+        tensor("X", [1, "seq", k], "float16"),
+        tensor("bias", [n], "float16"),
+        tensor("R", [1, "seq", n], "float16"),
+    ]
+
+
+def _int4_mlc(n: int, k: int) -> dict[str, Any]:
     def block(name: str, axes: list[str], shape: list[Any], expr: str) -> dict[str, Any]:
         return {"name": name, "axes": axes, "shape": shape, "dtype": "float16", "expr": expr}
 
-    mlc = {
+    return {
         "name": "int4_mlc",
-        "symbols": symbols,
-        "inputs": inputs,
+        "symbols": INT4_SYMBOLS,
+        "inputs": _int4_inputs(n, k),
         "computes": [
             block(
                 "compute",
@@ -158,7 +199,6 @@ def int4_forms(n: int, k: int) -> dict[str, dict[str, Any]]:
         ],
         "outputs": ["T_add_1"],
     }
-    return {"int4_inline": inline, "int4_mlc": mlc}
 
 
 def conv_forms(c: int, f: int, hw: int) -> dict[str, dict[str, Any]]:
@@ -204,10 +244,11 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     "matmul": matmul_forms(M, N, K),
     "epilogue": epilogue_forms(M, N, K),
     "int4": int4_forms(24, 64),
+    "int4_rounded": int4_rounded_forms(24, 64),
     "conv": conv_forms(8, 12, 7),
 }
 FORMS = [(family, name) for family, forms in FAMILIES.items() for name in forms]
-SYMBOLS = {"int4": {"seq": 5}}
+SYMBOLS = {"int4": {"seq": 5}, "int4_rounded": {"seq": 5}}
 
 
 def program_of(family: str, name: str) -> Program:
@@ -235,10 +276,17 @@ def test_unit_axes_are_fixed_not_grouped() -> None:
         assert set(found.unit_axes) <= {"b", "u", "v"} and found.unit_axes, name
 
 
-def test_the_mlc_int4_linear_rounds_each_term_like_its_float16_sum() -> None:
-    found = plan(analyze(program_of("int4", "int4_mlc")).stages[0])
-    assert found is not None and found.term == "float16" and found.unit_axes == ("b",)
-    assert plan(analyze(program_of("int4", "int4_inline")).stages[0]).term is None  # type: ignore[union-attr]
+def test_a_float16_sum_rounds_its_terms_in_version_1_only() -> None:
+    """Version 2 adds the products of a float16 sum unrounded (the plan of the inline float32
+    sum); version 1 rounds each, as does a cast written around the product."""
+    for family, name, term in [
+        ("int4", "int4_mlc", None),
+        ("int4", "int4_inline", None),
+        ("int4_rounded", "int4_mlc_v1", "float16"),
+        ("int4_rounded", "int4_inline_rounded", "float16"),
+    ]:
+        found = plan(analyze(program_of(family, name)).stages[0])
+        assert found is not None and found.term == term and found.unit_axes == ("b",), name
 
 
 @pytest.mark.parametrize(("family", "name"), FORMS)

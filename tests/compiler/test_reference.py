@@ -120,6 +120,57 @@ def test_half_reduce_accumulates_in_float32() -> None:
     assert out[0] == 2052.0  # float16 accumulation would stay at 2048
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_half_sum_of_products_rounds_its_terms_in_version_1_only(version: int) -> None:
+    """(1 + 2^-10)^2 = 1 + 2^-9 + 2^-20, and float16 keeps 1 + 2^-9 of it; the second term
+    cancels that. Version 1 rounds each product (0 is left), version 2 adds them exact."""
+    x = np.array([1 + 2**-10, 1 + 2**-9], np.float16)
+    y = np.array([1 + 2**-10, -1], np.float16)
+    sig = _signature(
+        "x[k] * y[k]", "float16", {"x": x, "y": y}, reduce={"op": "sum", "axes": {"k": 2}}, extent=1
+    )
+    program = load({**sig, "version": version})
+    assert program.computes[0].term == ("float16" if version == 1 else "float32")
+    expected = 0.0 if version == 1 else 2**-20
+    for fast in (True, False):
+        out = reference.evaluate(program, {"x": x, "y": y}, {}, fast_contractions=fast)["out"]
+        assert out.dtype == np.float16 and out[0] == expected
+
+
+def test_a_version_2_half_sum_of_two_factors_takes_the_exact_fast_path() -> None:
+    """Its terms are float32 products, as in a float32 sum: the matrix-product path is exact
+    for it, and agrees with the elementwise definition."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((6, 40)).astype(np.float16) for _ in range(2))
+    sig = {
+        "version": 2,
+        "name": "t",
+        "inputs": [
+            {"name": "a", "shape": [6, 40], "dtype": "float16"},
+            {"name": "b", "shape": [6, 40], "dtype": "float16"},
+        ],
+        "computes": [
+            {
+                "name": "out",
+                "axes": ["i", "j"],
+                "shape": [6, 6],
+                "dtype": "float16",
+                "reduce": {"op": "sum", "axes": {"k": 40}},
+                "expr": "a[i, k] * b[j, k]",
+            }
+        ],
+        "outputs": ["out"],
+    }
+    program = load(sig)
+    compute = program.computes[0]
+    assert reference._plan_contraction(compute, {"i": 6, "j": 6, "k": 40}) is not None
+    fast = reference.evaluate(program, {"a": a, "b": b}, {})["out"]
+    plain = reference.evaluate(program, {"a": a, "b": b}, {}, fast_contractions=False)["out"]
+    expected = (a.astype(np.float32) @ b.astype(np.float32).T).astype(np.float16)
+    np.testing.assert_allclose(fast.astype(np.float32), expected.astype(np.float32), rtol=1e-3)
+    np.testing.assert_allclose(plain.astype(np.float32), fast.astype(np.float32), rtol=1e-3)
+
+
 def test_float32_math_stays_in_float32() -> None:
     x = np.array([1.0], np.float32)
     assert _eval("x[i] + 0.00000001 - x[i]", "float32", x=x)[0] == 0.0

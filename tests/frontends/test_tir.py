@@ -36,7 +36,9 @@ def test_the_mlc_int4_linear_maps_block_for_block() -> None:
     assert compute.axes == ["v_i0", "v_i1"] and compute.dtype == "float16"
     assert compute.expr == "float16(((lv397[v_i0, (v_i1 // 8)] >> uint32(((v_i1 % 8) * 4))) & 15))"
     assert dequantize.expr == ("((compute[v_i0, v_i1] - 7.0) * lv398[v_i0, (v_i1 // 32)])")
-    # The matmul over the unit batch axis, accumulating in float16 as written.
+    # The matmul over the unit batch axis, a float16 sum as written; version 2: its products
+    # are summed unrounded, as tensor cores do.
+    assert sig.version == 2
     assert matmul.name == "NT_matmul_intermediate" and matmul.shape == [1, "seq_len", 1024]
     assert matmul.dtype == "float16" and matmul.reduce is not None
     assert (matmul.reduce.op, matmul.reduce.axes) == ("sum", {"v_k": 1024})
@@ -63,10 +65,11 @@ def test_the_mlc_int4_linear_computes_what_its_blocks_compute() -> None:
     matmul = np.einsum("bsk,nk->bsn", x, weight.astype(np.float32)).astype(np.float16)
     bias = inputs["transformer_h_0_attn_c_proj_bias3"]
     expected = (matmul + bias) + inputs["add290"]
-    # The blocks accumulate 1024 terms in float16: the order of the sum moves the result.
+    # float32 sums of unrounded products: only the order of the sum differs from einsum's,
+    # which may move a float16 rounding by one step.
     scale = np.abs(expected.astype(np.float32)).max()
     np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32),
-                               atol=0.02 * scale)  # fmt: skip
+                               rtol=2e-3, atol=2e-3 * scale)  # fmt: skip
 
 
 def test_a_reduction_with_min_value_init_and_t_calls() -> None:
