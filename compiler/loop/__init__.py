@@ -51,6 +51,7 @@ from tunehub.compiler.loop.traversal import (
     child_stmts,
     exprs,
     map_exprs,
+    map_stmts,
     stmts,
 )
 
@@ -92,6 +93,7 @@ __all__ = [
     "hoist_loads",
     "lanes",
     "map_exprs",
+    "map_stmts",
     "minimum",
     "mul",
     "product",

@@ -50,6 +50,25 @@ def map_exprs(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
     return _mapped(stmt, fn)
 
 
+def map_stmts(stmt: Stmt, fn: Callable[[Stmt], Stmt]) -> Stmt:
+    """The tree rebuilt bottom-up: `fn` applied to every statement once its nested ones are
+    mapped (the same objects where nothing changed)."""
+    changes = {}
+    cls: Any = stmt.__class__
+    for name, _ in _fields(cls):
+        old = getattr(stmt, name)
+        if isinstance(old, Stmt):
+            new: Any = map_stmts(old, fn)
+        elif isinstance(old, tuple) and any(isinstance(item, Stmt) for item in old):
+            new = tuple(map_stmts(i, fn) if isinstance(i, Stmt) else i for i in old)
+            new = old if all(a is b for a, b in zip(new, old, strict=True)) else new
+        else:
+            continue
+        if new is not old:
+            changes[name] = new
+    return fn(replace(stmt, **changes) if changes else stmt)
+
+
 _NODES = (Stmt, *get_args(Expr))  # the dataclasses that are not operand records
 
 

@@ -4,17 +4,21 @@ search starts from."""
 
 from __future__ import annotations
 
-from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, RowGroup
+from collections.abc import Mapping
+
+from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, Analysis, RowGroup
 from tunehub.compiler.backend import CompilerBackend, RowBodies
 from tunehub.compiler.cost_model import roofline
 from tunehub.compiler.cost_model.cost_model import Estimate
-from tunehub.compiler.loop import Stmt, as_expr, seq, var
-from tunehub.compiler.schedule.stage import Context, Loop, nest
-from tunehub.compiler.space.space import Config
+from tunehub.compiler.loop import Stmt
+from tunehub.compiler.schedule.stage import Context
+from tunehub.compiler.space.space import Config, Knob
+from tunehub.schemas.target import Target
 from tunehub.targets.cpu.render import CRenderer
+from tunehub.targets.cpu.schedule import rows
 from tunehub.targets.cpu.schedule.contraction import PackedGemm
 from tunehub.targets.cpu.schedule.fallback import Fallback
-from tunehub.targets.cpu.schedule.injective import MAX_COLLAPSE, Injective
+from tunehub.targets.cpu.schedule.injective import Injective
 from tunehub.targets.cpu.schedule.reduction import Reduction
 
 
@@ -30,16 +34,18 @@ class CpuCompiler(CompilerBackend):
             CONTRACTION: PackedGemm(),
         }
 
+    group_knobs: Mapping[str, tuple[Knob, ...]] = {"prefetch": (False, True)}
+    group_knob_docs: Mapping[str, str] = {
+        "prefetch": "prefetch the next row's inputs, a cache line at a time, while this row's "
+        "results are stored",
+    }
+
+    def group_default(self, analysis: Analysis, group: RowGroup, target: Target) -> Config:
+        return {"prefetch": True}
+
     def fused_rows(self, ctx: Context, group: RowGroup, knobs: Config, members: RowBodies) -> Stmt:
-        """One parallel loop nest over the rows (its outer axes collapsed), each row
-        computing every member stage."""
-        first = ctx.analysis.stages[group.first]
-        loops = [
-            Loop(ctx.fresh(axis), as_expr(size))
-            for axis, size in zip(first.axes[: group.rows], first.shape[: group.rows], strict=True)
-        ]
-        loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
-        return nest(loops, seq(members(tuple(var(lp.var) for lp in loops))))
+        """One parallel loop nest over the rows (`schedule.rows`)."""
+        return rows.fused_rows(ctx, group, knobs, members)
 
     def zero_data_estimate(self) -> Estimate | None:
         return roofline.estimate

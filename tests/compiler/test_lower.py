@@ -15,7 +15,7 @@ from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.backend import compiler_backend
 from tunehub.compiler.errors import InvalidConfig
 from tunehub.compiler.ir import Program
-from tunehub.compiler.loop import Namer, seq
+from tunehub.compiler.loop import For, Namer, Prefetch, Seq, const, format_stmt, seq, stmts
 from tunehub.compiler.lower import lower, lower_function, signature_names
 from tunehub.compiler.program import load
 from tunehub.compiler.schedule.stage import Context
@@ -235,10 +235,55 @@ def test_row_reductions_with_interleaved_vector_accumulators(name: str) -> None:
     space = space_for(program, CPU)
     configs = []
     for unroll, fuse in ((2, True), (4, False)):
-        config = {**space.default(), "g0.fuse": fuse}
+        config = space.canonical({**space.default(), "g0.fuse": fuse})
         for stage in space.analysis.stages:
             if stage.kind == "reduction":
                 config[f"s{stage.index}.unroll"] = unroll
         assert space.check(config) is None
         configs.append(config)
     check_configs(program, CPU, configs, {})
+
+
+def test_a_fused_row_group_prefetches_the_next_row_a_line_at_a_time() -> None:
+    """With `prefetch`, the last stage's row loop runs a cache line at a time (16 floats),
+    each line headed by a prefetch of the same columns one row on; rows of 37 (not whole
+    lines) over two row axes, float16 data (32 to a line), scalar and vector loops, right."""
+    program = signature(
+        [
+            c(
+                "s",
+                "bh",
+                [2, 3],
+                "float32(x[b, h, k]) * float32(x[b, h, k])",
+                op="sum",
+                over={"k": 37},
+            ),
+            c(
+                "y",
+                "bhk",
+                [2, 3, 37],
+                "float16(float32(x[b, h, k]) / sqrt(s[b, h] + 1.0))",
+                "float16",
+            ),
+        ],
+        [t("x", [2, 3, 37], "float16")],
+        ["y"],
+    )
+    space = space_for(program, CPU)
+    default = space.default()
+    assert default["g0.fuse"] and default["g0.prefetch"]
+    fn = lower_function(program, CPU, default, space)
+    hints = [s for s in stmts(fn.body) if isinstance(s, Prefetch)]
+    assert [h.buffer for h in hints] == ["x"]
+    lines = [
+        s
+        for s in stmts(fn.body)
+        if isinstance(s, For) and isinstance(s.body, Seq) and hints[0] in s.body.body
+    ]
+    assert len(lines) == 1 and lines[0].extent == const(2)  # 37 halves: two lines of 32
+    rows = format_stmt(fn.body)
+    assert "prefetch x[" in rows and "h + 1" in rows
+    off = {**default, "g0.prefetch": False}
+    assert not any(isinstance(s, Prefetch) for s in stmts(lower_function(program, CPU, off).body))
+    scalar = {**default, "s1.vec": 0}
+    check_configs(program, CPU, [default, off, scalar], {})

@@ -82,7 +82,7 @@ def test_space_knobs_reach_the_code() -> None:
     program = s.program
     fused = lower(program, CPU, s.default()).source
     assert fused.count("#pragma omp parallel for") == 1
-    unfused = lower(program, CPU, {**s.default(), "g0.fuse": False}).source
+    unfused = lower(program, CPU, s.canonical({**s.default(), "g0.fuse": False})).source
     assert unfused.count("#pragma omp parallel for") == 3
 
 
