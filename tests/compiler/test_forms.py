@@ -96,30 +96,14 @@ def int4_forms(n: int, k: int) -> dict[str, dict[str, Any]]:
     scales) written inline, and in MLC-LLM's five blocks as the TIR frontend reads them
     (signature version 2): unpack to float16, dequantize, an NT matmul over a unit batch axis
     summing float16 products, two adds."""
-    inline = {
-        "name": "int4_inline",
-        "symbols": INT4_SYMBOLS,
-        "inputs": _int4_inputs(n, k),
-        "computes": [
-            {
-                "name": "acc",
-                "axes": ["b", "m", "j"],
-                "shape": [1, "seq", n],
-                "dtype": "float32",
-                "reduce": {"op": "sum", "axes": {"r": k}},
-                "expr": "float32(X[b, m, r]) * (float32(int32((W[j, r // 8] >> (4 * (r % 8)))"
-                " & 15) - 7) * float32(S[j, r // 32]))",
-            },
-            {
-                "name": "out",
-                "axes": ["b", "m", "j"],
-                "shape": [1, "seq", n],
-                "dtype": "float16",
-                "expr": "float16(acc[b, m, j] + float32(bias[j]) + float32(R[b, m, j]))",
-            },
-        ],
-        "outputs": ["out"],
-    }
+    inline = _int4_inline(
+        "int4_inline",
+        n,
+        k,
+        "float32(X[b, m, r]) * (float32(int32((W[j, r // 8] >> (4 * (r % 8))) & 15) - 7)"
+        " * float32(S[j, r // 32]))",
+        "float16(acc[b, m, j] + float32(bias[j]) + float32(R[b, m, j]))",
+    )
     return {"int4_inline": inline, "int4_mlc": {"version": 2, **_int4_mlc(n, k)}}
 
 
@@ -128,30 +112,35 @@ def int4_rounded_forms(n: int, k: int) -> dict[str, dict[str, Any]]:
     five blocks as a version 1 signature reads them, and one sum with the rounding written
     as a cast, its dequantize rounded as the blocks round it."""
     dequantize = "float16((float16((W[j, r // 8] >> uint32(r % 8 * 4)) & uint32(15)) - float16(7))"
-    inline = {
-        "name": "int4_inline_rounded",
+    inline = _int4_inline(
+        "int4_inline_rounded",
+        n,
+        k,
+        f"float16(X[b, m, r] * {dequantize} * S[j, r // 32]))",
+        "float16(float16(acc[b, m, j]) + bias[j]) + R[b, m, j]",
+    )
+    return {"int4_inline_rounded": inline, "int4_mlc_v1": {"version": 1, **_int4_mlc(n, k)}}
+
+
+def _int4_inline(name: str, n: int, k: int, term: str, out: str) -> dict[str, Any]:
+    """The linear as a float32 sum of `term` over r, then `out` (bias and residual added)."""
+    rows: dict[str, Any] = {"axes": ["b", "m", "j"], "shape": [1, "seq", n]}
+    return {
+        "name": name,
         "symbols": INT4_SYMBOLS,
         "inputs": _int4_inputs(n, k),
         "computes": [
             {
                 "name": "acc",
-                "axes": ["b", "m", "j"],
-                "shape": [1, "seq", n],
+                **rows,
                 "dtype": "float32",
                 "reduce": {"op": "sum", "axes": {"r": k}},
-                "expr": f"float16(X[b, m, r] * {dequantize} * S[j, r // 32]))",
+                "expr": term,
             },
-            {
-                "name": "out",
-                "axes": ["b", "m", "j"],
-                "shape": [1, "seq", n],
-                "dtype": "float16",
-                "expr": "float16(float16(acc[b, m, j]) + bias[j]) + R[b, m, j]",
-            },
+            {"name": "out", **rows, "dtype": "float16", "expr": out},
         ],
         "outputs": ["out"],
     }
-    return {"int4_inline_rounded": inline, "int4_mlc_v1": {"version": 1, **_int4_mlc(n, k)}}
 
 
 INT4_SYMBOLS = {"seq": {"min": 1, "max": 64}}
