@@ -75,7 +75,13 @@ def only_suffix(only: list[str] | None) -> tuple[str, str]:
 
 
 def report_path(name: str, tag: str = "") -> Path:
-    """`docs/benchmarks/<name>-<date>[-<tag>].md`: a tag (such as the CPU's ISA) keeps the
-    reports of one day on different machines apart."""
+    """`docs/benchmarks/<name>-<date>[-<tag>].md`, or with `-2`, `-3`, ... the first that
+    does not exist yet: a tag (such as the CPU's ISA) keeps the reports of one day on different
+    kinds of machine apart, the count those of two machines of one kind (and two runs)."""
     suffix = f"-{tag}" if tag else ""
-    return ROOT / "docs" / "benchmarks" / f"{name}-{datetime.date.today().isoformat()}{suffix}.md"
+    stem = ROOT / "docs" / "benchmarks" / f"{name}-{datetime.date.today().isoformat()}{suffix}"
+    path, count = stem.with_name(stem.name + ".md"), 1
+    while path.exists():
+        count += 1
+        path = stem.with_name(f"{stem.name}-{count}.md")
+    return path
