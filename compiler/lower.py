@@ -15,6 +15,7 @@ import re
 from tunehub.compiler.analysis import RowGroup, Stage
 from tunehub.compiler.backend import compiler_backend
 from tunehub.compiler.errors import InvalidConfig
+from tunehub.compiler.exact_casts import drop_exact_roundings
 from tunehub.compiler.ir import Expr, Program
 from tunehub.compiler.kernel import Kernel
 from tunehub.compiler.loop import Buffer, Function, Namer, Stmt, Workspace, seq
@@ -33,9 +34,10 @@ def lower(program: Program, target: Target, config: Config) -> Kernel:
 
 def kernel_of(fn: Function, kind: str = "cpu") -> Kernel:
     """The kernel of a loop-IR function for a target kind, with its ABI (and launch)
-    description. Its index arithmetic is simplified here, for the compiler's sake; features
-    read the loop IR as scheduled (the simplification costs a few lowerings)."""
-    return compiler_backend(kind).kernel(simplify(fn))
+    description. Its index arithmetic is simplified and its 16-bit casts that cannot round
+    dropped here, for the compiler's sake; features read the loop IR as scheduled (the
+    simplification costs a few lowerings)."""
+    return compiler_backend(kind).kernel(simplify(drop_exact_roundings(fn)))
 
 
 def lower_function(
