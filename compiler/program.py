@@ -200,7 +200,7 @@ def _compute(
 
 def _term_dtype(sig: TaskSignature, dtype: str, reduce_op: str | None) -> str | None:
     """What a reduce casts each term to where it is not its own dtype: from version 2 on, a
-    16-bit float sum or product adds its terms unrounded, in float32 (docs/signature.md)."""
+    16-bit float sum or product combines its terms unrounded, in float32 (docs/signature.md)."""
     if sig.version >= 2 and reduce_op in ("sum", "prod") and dtypes.is_half(dtype):
         return dtypes.compute_dtype(dtype)
     return None

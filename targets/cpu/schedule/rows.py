@@ -6,9 +6,10 @@ A row program (softmax, layernorm, rmsnorm) reads its row once or twice and writ
 with nothing asked ahead, each row's first pass waits on the loads of a row the hardware
 prefetcher has not seen coming. The last stage's innermost loops that read the current row
 are split into cache lines, each line's iterations headed by a prefetch of the same columns
-one row on (past the last row it points outside the buffer, which a prefetch may). Measured
-side by side on an AVX-512 EPYC, rmsnorm over 128 rows of 768 floats on one thread: 11.3 us
-without, 9.3 us with, a plain copy of the rows 7.1 us.
+one row on (past the last row it points outside the buffer, which a prefetch may). Side by
+side on an AVX-512 EPYC, one thread, default configs without and with: rmsnorm over 128 rows
+of 768 floats 11.36 -> 9.68 us (a plain copy of those rows: 7.1 us), layernorm 17.08 ->
+16.18; softmax, bound by `exp`, 73.1 -> 76.9 over 64 rows of 1000 (so it is a knob).
 """
 
 from __future__ import annotations
