@@ -1,7 +1,8 @@
 """GPU kernels tuned by tunehub against cuBLAS, Triton and torch, side by side in one run.
 
     python bench/gpu_kernels.py                  # every workload, 64 trials each
-    python bench/gpu_kernels.py --quick          # 16 trials: 4096^3 GEMM, int4 M=1 and 2048, rows
+    python bench/gpu_kernels.py --quick          # 16 trials: 4096^3 GEMM, int4 M=1 and 2048 (inline
+                                                 # and MLC forms), rows
     python bench/gpu_kernels.py --only gemm_fp16_4096 int4_gemv_m1 --trials 128
 
 Workloads: fp16 GEMM 4096^3 and 8192^3 (fp32 accumulation; `bench/gemm_fp16_*.json`) against
@@ -94,8 +95,8 @@ WORKLOADS = [
     Workload("int4_gemv_m1", EXAMPLES / "int4_matmul.json", {"M": 1}, "int4", True),
     Workload("int4_gemm_m2048", EXAMPLES / "int4_matmul.json", {"M": 2048}, "int4", True),
     Workload("int4_gemv_8192_m1", BENCH / "int4_matmul_8192.json", {"M": 1}, "int4", False),
-    Workload("int4_gemv_mlc_m1", BENCH / "int4_matmul_mlc.json", {"M": 1}, "int4", False),
-    Workload("int4_gemm_mlc_m2048", BENCH / "int4_matmul_mlc.json", {"M": 2048}, "int4", False),
+    Workload("int4_gemv_mlc_m1", BENCH / "int4_matmul_mlc.json", {"M": 1}, "int4", True),
+    Workload("int4_gemm_mlc_m2048", BENCH / "int4_matmul_mlc.json", {"M": 2048}, "int4", True),
     Workload("softmax_rows", BENCH / "softmax_rows.json", {}, "softmax", True),
     Workload("layernorm_rows", BENCH / "layernorm_rows.json", {}, "layernorm", True),
     Workload("rmsnorm_rows", BENCH / "rmsnorm_rows.json", {}, "rmsnorm", True),
