@@ -140,35 +140,21 @@ def test_a_half_sum_of_products_rounds_its_terms_in_version_1_only(version: int)
 def test_a_version_2_half_sum_of_two_factors_takes_the_exact_fast_path() -> None:
     """Its terms are float32 products, as in a float32 sum: the matrix-product path is exact
     for it, and agrees with the elementwise definition."""
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((6, 40)).astype(np.float16) for _ in range(2))
+    half = {"dtype": "float16"}
     sig = {
+        **MATMUL,
         "version": 2,
-        "name": "t",
-        "inputs": [
-            {"name": "a", "shape": [6, 40], "dtype": "float16"},
-            {"name": "b", "shape": [6, 40], "dtype": "float16"},
-        ],
-        "computes": [
-            {
-                "name": "out",
-                "axes": ["i", "j"],
-                "shape": [6, 6],
-                "dtype": "float16",
-                "reduce": {"op": "sum", "axes": {"k": 40}},
-                "expr": "a[i, k] * b[j, k]",
-            }
-        ],
-        "outputs": ["out"],
+        "inputs": [{**t, **half} for t in MATMUL["inputs"]],
+        "computes": [{**MATMUL["computes"][0], **half}],
     }
     program = load(sig)
-    compute = program.computes[0]
-    assert reference._plan_contraction(compute, {"i": 6, "j": 6, "k": 40}) is not None
-    fast = reference.evaluate(program, {"a": a, "b": b}, {})["out"]
-    plain = reference.evaluate(program, {"a": a, "b": b}, {}, fast_contractions=False)["out"]
-    expected = (a.astype(np.float32) @ b.astype(np.float32).T).astype(np.float16)
-    np.testing.assert_allclose(fast.astype(np.float32), expected.astype(np.float32), rtol=1e-3)
-    np.testing.assert_allclose(plain.astype(np.float32), fast.astype(np.float32), rtol=1e-3)
+    assert reference._plan_contraction(program.computes[0], {"i": 37, "j": 29, "k": 100})
+    x = random_inputs(program, {}, seed=1)
+    fast = reference.evaluate(program, x, {})["C"].astype(np.float32)
+    plain = reference.evaluate(program, x, {}, fast_contractions=False)["C"].astype(np.float32)
+    expected = (x["A"].astype(np.float32) @ x["B"].astype(np.float32)).astype(np.float16)
+    np.testing.assert_allclose(fast, expected.astype(np.float32), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(plain, fast, rtol=1e-3, atol=1e-3)
 
 
 def test_float32_math_stays_in_float32() -> None:
@@ -270,7 +256,7 @@ def test_bad_symbols_and_inputs_are_rejected() -> None:
         reference.evaluate(program, {}, {"N": 2})
 
 
-MATMUL = {
+MATMUL: dict[str, Any] = {
     "version": 1,
     "name": "mm",
     "inputs": [
