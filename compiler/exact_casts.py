@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from tunehub.compiler import dtypes
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, transform
 from tunehub.compiler.loop import Function, lanes, map_exprs, scalar, vector
@@ -110,7 +112,7 @@ def _binary(op: str, a: Range, b: Range) -> Range | None:
 
 
 def _dtype_range(dtype: str) -> Range:
-    bits = dtypes.BITS[dtype]
-    if dtypes.is_signed(dtype):
-        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    return 0, 2**bits - 1
+    if dtype == "bool":
+        return 0, 1
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    return int(info.min), int(info.max)

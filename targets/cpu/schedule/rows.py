@@ -99,8 +99,8 @@ def _row_reads(loop: For, row: str) -> list[Load]:
 
 
 def _itemsize(ctx: Context, buffer: str) -> int:
-    """Bytes per element of a tensor or stage buffer (a local array counts as 4)."""
-    names = {t.name: t.dtype for t in ctx.analysis.program.inputs}
-    names.update({c.name: c.dtype for c in ctx.analysis.program.computes})
-    dtype = names.get(buffer, "float32")
-    return max(dtypes.BITS.get(dtype, 32) // 8, 1)
+    """Bytes per element of a tensor or stage buffer (a scratch buffer counts as float32)."""
+    try:
+        return dtypes.itemsize(ctx.analysis.program.buffer(buffer).dtype)
+    except KeyError:
+        return 4
