@@ -34,14 +34,26 @@ class CpuCompiler(CompilerBackend):
             CONTRACTION: PackedGemm(),
         }
 
-    group_knobs: Mapping[str, tuple[Knob, ...]] = {"prefetch": (False, True)}
+    group_knobs: Mapping[str, tuple[Knob, ...]] = {
+        "prefetch": (False, True),
+        "pipeline": (0, 16, 64),
+    }
     group_knob_docs: Mapping[str, str] = {
         "prefetch": "prefetch the next row's inputs, a cache line at a time, while this row's "
         "results are stored",
+        "pipeline": "rows in blocks of this many, each row's first stage computed in step with "
+        "the last stage of the row before (0: one row after another)",
     }
 
+    def group_error(
+        self, analysis: Analysis, group: RowGroup, target: Target, knobs: Config
+    ) -> str | None:
+        if knobs["pipeline"] and knobs["prefetch"]:
+            return "pipeline: a pipelined row loads the next row itself (prefetch adds nothing)"
+        return None
+
     def group_default(self, analysis: Analysis, group: RowGroup, target: Target) -> Config:
-        return {"prefetch": True}
+        return {"prefetch": False, "pipeline": 64}
 
     def fused_rows(self, ctx: Context, group: RowGroup, knobs: Config, members: RowBodies) -> Stmt:
         """One parallel loop nest over the rows (`schedule.rows`)."""

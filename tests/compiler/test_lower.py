@@ -245,9 +245,10 @@ def test_row_reductions_with_interleaved_vector_accumulators(name: str) -> None:
 
 
 def test_a_fused_row_group_prefetches_the_next_row_a_line_at_a_time() -> None:
-    """With `prefetch`, the last stage's row loop runs a cache line at a time (16 floats),
-    each line headed by a prefetch of the same columns one row on; rows of 37 (not whole
-    lines) over two row axes, float16 data (32 to a line), scalar and vector loops, right."""
+    """With `prefetch` (rows not pipelined), the last stage's row loop runs a cache line at a
+    time (16 floats), each line headed by a prefetch of the same columns one row on; rows of
+    37 (not whole lines) over two row axes, float16 data (32 to a line), scalar and vector
+    loops, right."""
     program = signature(
         [
             c(
@@ -270,8 +271,8 @@ def test_a_fused_row_group_prefetches_the_next_row_a_line_at_a_time() -> None:
         ["y"],
     )
     space = space_for(program, CPU)
-    default = space.default()
-    assert default["g0.fuse"] and default["g0.prefetch"]
+    default = {**space.default(), "g0.prefetch": True, "g0.pipeline": 0}
+    assert default["g0.fuse"] and space.check(default) is None
     fn = lower_function(program, CPU, default, space)
     hints = [s for s in stmts(fn.body) if isinstance(s, Prefetch)]
     assert [h.buffer for h in hints] == ["x"]
@@ -287,3 +288,73 @@ def test_a_fused_row_group_prefetches_the_next_row_a_line_at_a_time() -> None:
     assert not any(isinstance(s, Prefetch) for s in stmts(lower_function(program, CPU, off).body))
     scalar = {**default, "s1.vec": 0}
     check_configs(program, CPU, [default, off, scalar], {})
+
+
+def _layernorm_rows(rows: list[Any], width: int) -> Program:
+    """Layernorm over `width` columns of rows `[b, h]`: three stages, mean, variance, out."""
+    return signature(
+        [
+            c("mu", "bh", rows, f"x[b, h, k] / {width}.0", op="sum", over={"k": width}),
+            c(
+                "var",
+                "bh",
+                rows,
+                f"(x[b, h, k] - mu[b, h]) * (x[b, h, k] - mu[b, h]) / {width}.0",
+                op="sum",
+                over={"k": width},
+            ),
+            c(
+                "y",
+                "bhk",
+                [*rows, width],
+                "(x[b, h, k] - mu[b, h]) * rsqrt(var[b, h] + 0.00001) * g[k]",
+            ),
+        ],
+        [t("x", [*rows, width]), t("g", [width])],
+        ["y"],
+        symbols={"R": {"min": 1, "max": 64}} if "R" in rows else {},
+    )
+
+
+def _chunked(fn_body: Any) -> list[For]:
+    """The loops that run two loops in step: a `chunk` loop over two loops."""
+    return [
+        s
+        for s in stmts(fn_body)
+        if isinstance(s, For)
+        and s.var.startswith("chunk")
+        and isinstance(s.body, Seq)
+        and [type(b) for b in s.body.body] == [For, For]
+    ]
+
+
+def test_a_pipelined_row_group_overlaps_the_next_rows_first_stage_with_this_rows_last() -> None:
+    """`pipeline` blocks the innermost row axis; in a block, the next row's mean runs in step
+    with this row's output loop (rows of 128: the mean's 2 iterations of 64 lanes against the
+    output's 8 vectors, in 2 chunks). Right for row counts that leave partial blocks and
+    blocks of one row, over two row axes, with the prefetch knob refused beside it."""
+    program = _layernorm_rows([2, "R"], 128)
+    space = space_for(program, CPU)
+    default = space.default()
+    assert default["g0.pipeline"] == 64 and not default["g0.prefetch"]
+    fn = lower_function(program, CPU, default, space)
+    [zipped] = _chunked(fn.body)
+    assert zipped.extent == const(2)
+    ahead, here = (format_stmt(s) for s in zipped.body.body)
+    assert "h + 1" in ahead and "h + 1" not in here and "y[" in here
+    both = {**default, "g0.prefetch": True}
+    assert "prefetch" in (space.check(both) or "")
+    small = {**default, "g0.pipeline": 16}
+    scalar = {**small, "s2.vec": 0}
+    for rows in (37, 33, 1):
+        check_configs(program, CPU, [default, small, scalar], {"R": rows})
+
+
+def test_pipelined_rows_keep_loops_whole_where_no_chunking_fits() -> None:
+    """Rows of 100 split into no whole vectors of 16: the two stages run one after the other
+    (no chunk loop), still pipelined across rows."""
+    program = _layernorm_rows([3, 5], 100)
+    space = space_for(program, CPU)
+    default = space.default()
+    assert not _chunked(lower_function(program, CPU, default, space).body)
+    check_configs(program, CPU, [default, {**default, "g0.pipeline": 16}], {})

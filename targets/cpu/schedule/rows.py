@@ -1,20 +1,26 @@
 """A fused row group on the CPU: one parallel loop over the rows (its outer axes collapsed),
-each row computing every member stage, and with `prefetch` the next row's inputs brought
-into cache while the group's last stage stores this row.
+each row computing every member stage. Two ways to have the next row's data on its way while
+this row is stored, each a group knob:
 
-A row program (softmax, layernorm, rmsnorm) reads its row once or twice and writes it once;
-with nothing asked ahead, each row's first pass waits on the loads of a row the hardware
-prefetcher has not seen coming. The last stage's innermost loops that read the current row
-are split into cache lines, each line's iterations headed by a prefetch of the same columns
-one row on (past the last row it points outside the buffer, which a prefetch may). Side by
-side on an AVX-512 EPYC, one thread, default configs without and with: rmsnorm over 128 rows
-of 768 floats 11.36 -> 9.68 us (a plain copy of those rows: 7.1 us), layernorm 17.08 ->
-16.18; softmax, bound by `exp`, 73.1 -> 76.9 over 64 rows of 1000 (so it is a knob).
+* `pipeline` (the default): the innermost row axis in blocks; within a block each row's first
+  stage (its first pass over the row) runs in step with the row before's last stage (its
+  stores), chunk by chunk (`interleave`). A row program is bound by moving rows: run one
+  pass after the other and the first pass's loads wait while the stores drain, and the stores
+  wait on a sum the loads have not finished.
+* `prefetch`: the last stage's innermost loops that read the current row split into cache
+  lines, each headed by a prefetch of the same columns one row on (past the last row it
+  points outside the buffer, which a prefetch may).
+
+Side by side on an AVX-512 EPYC, one thread, default configs: rmsnorm over 128 rows of 768
+floats 11.36 us with neither, 9.68 with `prefetch`. `pipeline` against `prefetch`, in the
+tuner's runner: layernorm 128 x 768 15.9 -> 14.8 us, softmax 64 x 1000 76.8 -> 72.3 (its
+rows of 1000 hold no whole chunks of 16 lanes: only the stages' order changes), rmsnorm
+within noise (9.4 against 9.0-9.5; 9.1 -> 8.5 in a C loop calling the two in turn).
 """
 
 from __future__ import annotations
 
-from math import lcm
+from math import gcd, lcm
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import RowGroup
@@ -23,11 +29,13 @@ from tunehub.compiler.ir import Load, Var, loads, substitute, walk
 from tunehub.compiler.loop import (
     For,
     Prefetch,
+    Seq,
     Stmt,
     add,
     as_expr,
     ceildiv,
     const,
+    const_value,
     exprs,
     map_stmts,
     minimum,
@@ -38,6 +46,7 @@ from tunehub.compiler.loop import (
     var,
 )
 from tunehub.compiler.schedule.stage import Context, Loop, nest
+from tunehub.compiler.simplify import simplified
 from tunehub.compiler.space.space import Config
 from tunehub.targets.cpu.schedule.injective import MAX_COLLAPSE
 
@@ -52,11 +61,90 @@ def fused_rows(ctx: Context, group: RowGroup, knobs: Config, members: RowBodies)
         Loop(ctx.fresh(axis), as_expr(size))
         for axis, size in zip(first.axes[: group.rows], first.shape[: group.rows], strict=True)
     ]
+    if knobs["pipeline"]:
+        return _pipelined(ctx, loops, knobs, members)
     loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
     body = members(tuple(var(lp.var) for lp in loops))
     if knobs["prefetch"]:
         body[-1] = prefetch_next_row(ctx, body[-1], loops[-1].var)
     return nest(loops, seq(body))
+
+
+def _pipelined(ctx: Context, loops: list[Loop], knobs: Config, members: RowBodies) -> Stmt:
+    """The innermost row axis in blocks of `pipeline` rows (the parallel loop runs over
+    blocks); within a block, each row's first stage is computed while the row before it
+    runs its last stage, the two stages' longest loops in step (`interleave`)."""
+    outer, last = loops[:-1], loops[-1]
+    block = ctx.fresh(f"{last.var}b")
+    size = int(knobs["pipeline"])
+    first = mul(var(block), const(size))
+    stop = minimum(add(first, const(size)), last.extent)
+    tiled = [*outer, Loop(block, ceildiv(last.extent, size))]
+    tiled[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in tiled[:MAX_COLLAPSE]]
+    heads = tuple(var(lp.var) for lp in outer)
+    here = var(last.var)
+    body = members((*heads, here), slice(1, None))
+    [ahead] = members((*heads, add(here, const(1))), slice(1))
+    steady = For(
+        last.var,
+        sub(sub(stop, first), const(1)),
+        seq(*body[:-1], interleave(ctx, ahead, body[-1])),
+        start=first,
+    )
+    head = members((*heads, first), slice(1))
+    tail = members((*heads, sub(stop, const(1))), slice(1, None))
+    return nest(tiled, seq(*head, steady, *tail))
+
+
+def interleave(ctx: Context, a: Stmt, b: Stmt) -> Stmt:
+    """`a` then `b`, two statements that touch nothing the other writes, with the longest
+    loop of each run in step: both split into the same number of chunks (the most that divide
+    both loops into whole vectors or unrolled groups), one chunk of each in turn, so that one
+    loop's loads overlap the other's stores. Where either has no such loop (or the counts are
+    not constants), `a` then `b` as they are."""
+    first, second = _items(a), _items(b)
+    la, lb = _longest(first), _longest(second)
+    if la is None or lb is None:
+        return seq(a, b)
+    chunks = gcd(
+        *(_trips(lp) // _granule(lp) if _trips(lp) % _granule(lp) == 0 else 1 for lp in (la, lb))
+    )
+    if chunks < 2:
+        return seq(a, b)
+    step = ctx.fresh("chunk")
+    ia, ib = first.index(la), second.index(lb)
+    zipped = For(step, const(chunks), seq(_chunk(la, step, chunks), _chunk(lb, step, chunks)))
+    return seq(first[:ia], second[:ib], zipped, first[ia + 1 :], second[ib + 1 :])
+
+
+def _items(stmt: Stmt) -> list[Stmt]:
+    return list(stmt.body) if isinstance(stmt, Seq) else [stmt]
+
+
+def _longest(items: list[Stmt]) -> For | None:
+    """The loop among `items` with the largest constant trip count (at least 2)."""
+    loops = [s for s in items if isinstance(s, For) and _trips(s) >= 2]
+    return max(loops, key=_trips, default=None)
+
+
+def _trips(loop: For) -> int:
+    """`loop`'s trip count where it is a constant, else 0."""
+    return const_value(simplified(loop.extent, set())) or 0
+
+
+def _granule(loop: For) -> int:
+    """The iterations a chunk of `loop` must hold a multiple of: its vector length or
+    unroll factor (16 where the compiler picks the vector length), else 1."""
+    if loop.kind == "vectorize":
+        return loop.factor or 16
+    return loop.factor if loop.kind == "unroll" and loop.factor else 1
+
+
+def _chunk(loop: For, step: str, chunks: int) -> For:
+    """Chunk `step` of `chunks` equal parts of `loop`, as the same kind of loop."""
+    size = _trips(loop) // chunks
+    start = add(loop.start, mul(var(step), const(size)))
+    return For(loop.var, const(size), loop.body, loop.kind, start, loop.factor, loop.reduction)
 
 
 def prefetch_next_row(ctx: Context, stmt: Stmt, row: str) -> Stmt:
