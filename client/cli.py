@@ -112,7 +112,7 @@ def cli(verbose: int, quiet: bool) -> None:
 
 @cli.command()
 def schema() -> None:
-    """Print the JSON Schema of task signatures (version 1)."""
+    """Print the JSON Schema of task signatures (versions 1 and 2)."""
     click.echo(json.dumps(TaskSignature.model_json_schema(), indent=2))
 
 
