@@ -8,8 +8,8 @@ Each kind's `compiler` facet (`tunehub.targets.<kind>.compiler.BACKEND`, found t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from tunehub.compiler.analysis import Analysis, RowGroup, Stage
 from tunehub.compiler.ir import Expr
@@ -23,12 +23,8 @@ if TYPE_CHECKING:
     from tunehub.compiler.schedule.stage import Context, Schedule
     from tunehub.compiler.space.space import Config, Knob
 
-
-class RowBodies(Protocol):
-    """Lowers the member stages of a fused row group (those of `part`, all by default) at a
-    row's index expressions."""
-
-    def __call__(self, index: tuple[Expr, ...], part: slice = slice(None)) -> list[Stmt]: ...
+# Lowers the member stages of a fused row group at a row's index expressions.
+RowBodies = Callable[[tuple[Expr, ...]], list[Stmt]]
 
 
 class CompilerBackend(ABC):

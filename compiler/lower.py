@@ -83,12 +83,11 @@ def _fused(space: ProgramSpace, config: Config, ctx: Context, n: int, group: Row
     """Group `n`'s rows iterated once (the target lays them out, by the group's own knobs),
     each row computing every member stage."""
     stages = [space.analysis.stages[i] for i in group.stages]
-
-    def members(index: tuple[Expr, ...], part: slice = slice(None)) -> list[Stmt]:
-        return [_stage(space, config, ctx, s, index) for s in stages[part]]
-
     return compiler_backend(ctx.target).fused_rows(
-        ctx, group, space.group_config(n, config), members
+        ctx,
+        group,
+        space.group_config(n, config),
+        lambda index: [_stage(space, config, ctx, s, index) for s in stages],
     )
 
 

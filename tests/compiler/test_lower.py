@@ -350,11 +350,13 @@ def test_a_pipelined_row_group_overlaps_the_next_rows_first_stage_with_this_rows
         check_configs(program, CPU, [default, small, scalar], {"R": rows})
 
 
-def test_pipelined_rows_keep_loops_whole_where_no_chunking_fits() -> None:
-    """Rows of 100 split into no whole vectors of 16: the two stages run one after the other
-    (no chunk loop), still pipelined across rows."""
+def test_pipelined_rows_run_one_after_another_where_no_chunking_fits() -> None:
+    """Rows of 100 split into no whole vectors of 16: no chunk loop and no row blocks, the
+    stages of each row in turn as without `pipeline`."""
     program = _layernorm_rows([3, 5], 100)
     space = space_for(program, CPU)
     default = space.default()
-    assert not _chunked(lower_function(program, CPU, default, space).body)
+    fn = lower_function(program, CPU, default, space)
+    assert not _chunked(fn.body)
+    assert not any(isinstance(s, For) and s.var == "hb" for s in stmts(fn.body))  # h's blocks
     check_configs(program, CPU, [default, {**default, "g0.pipeline": 16}], {})

@@ -6,16 +6,17 @@ this row is stored, each a group knob:
   stage (its first pass over the row) runs in step with the row before's last stage (its
   stores), chunk by chunk (`interleave`). A row program is bound by moving rows: run one
   pass after the other and the first pass's loads wait while the stores drain, and the stores
-  wait on a sum the loads have not finished.
+  wait on a sum the loads have not finished. Where the two stages' loops share no chunking
+  (softmax's rows of 1000 at 16 lanes), the rows run one after another as without it.
 * `prefetch`: the last stage's innermost loops that read the current row split into cache
   lines, each headed by a prefetch of the same columns one row on (past the last row it
   points outside the buffer, which a prefetch may).
 
 Side by side on an AVX-512 EPYC, one thread, default configs: rmsnorm over 128 rows of 768
 floats 11.36 us with neither, 9.68 with `prefetch`. `pipeline` against `prefetch`, in the
-tuner's runner: layernorm 128 x 768 15.9 -> 14.8 us, softmax 64 x 1000 76.8 -> 72.3 (its
-rows of 1000 hold no whole chunks of 16 lanes: only the stages' order changes), rmsnorm
-within noise (9.4 against 9.0-9.5; 9.1 -> 8.5 in a C loop calling the two in turn).
+tuner's runner: layernorm 128 x 768 17.9 -> 16.2 us, softmax 64 x 1000 77.2 -> 73.2 (the
+prefetch off), rmsnorm within noise (9.5 both; 9.07 -> 8.31 us in a C loop calling the two
+kernels in turn, where a plain copy of the rows takes 7.3).
 """
 
 from __future__ import annotations
@@ -25,18 +26,22 @@ from math import gcd, lcm
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import RowGroup
 from tunehub.compiler.backend import RowBodies
-from tunehub.compiler.ir import Load, Var, loads, substitute, walk
+from tunehub.compiler.ir import Expr, Load, Var, loads, substitute, walk
 from tunehub.compiler.loop import (
+    Decl,
     For,
     Prefetch,
     Seq,
     Stmt,
+    Store,
     add,
     as_expr,
+    buffers_loaded,
     ceildiv,
     const,
     const_value,
     exprs,
+    map_exprs,
     map_stmts,
     minimum,
     mul,
@@ -61,60 +66,69 @@ def fused_rows(ctx: Context, group: RowGroup, knobs: Config, members: RowBodies)
         Loop(ctx.fresh(axis), as_expr(size))
         for axis, size in zip(first.axes[: group.rows], first.shape[: group.rows], strict=True)
     ]
-    if knobs["pipeline"]:
-        return _pipelined(ctx, loops, knobs, members)
-    loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
     body = members(tuple(var(lp.var) for lp in loops))
+    if knobs["pipeline"]:
+        pipelined = _pipelined(ctx, loops, int(knobs["pipeline"]), body)
+        if pipelined is not None:
+            return pipelined
     if knobs["prefetch"]:
         body[-1] = prefetch_next_row(ctx, body[-1], loops[-1].var)
+    loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
     return nest(loops, seq(body))
 
 
-def _pipelined(ctx: Context, loops: list[Loop], knobs: Config, members: RowBodies) -> Stmt:
-    """The innermost row axis in blocks of `pipeline` rows (the parallel loop runs over
-    blocks); within a block, each row's first stage is computed while the row before it
-    runs its last stage, the two stages' longest loops in step (`interleave`)."""
+def _pipelined(ctx: Context, loops: list[Loop], size: int, body: list[Stmt]) -> Stmt | None:
+    """The innermost row axis in blocks of `size` rows (the parallel loop runs over blocks);
+    within a block, each row's first stage is computed while the row before it runs its last
+    stage, the two stages' longest loops in step (`interleave`). The block's first row's
+    first stage runs ahead of its loop, and its last row computes its own first stage again
+    (the same value, stored after the last stage has read it): no row is guarded, since
+    gcc stopped vectorizing loops under guards on the row (loop splitting; softmax 3.3x
+    slower). None where the two loops share no chunking."""
     outer, last = loops[:-1], loops[-1]
     block = ctx.fresh(f"{last.var}b")
-    size = int(knobs["pipeline"])
     first = mul(var(block), const(size))
     stop = minimum(add(first, const(size)), last.extent)
+    here = var(last.var)
+
+    def head(row: Expr) -> Stmt:
+        return map_exprs(body[0], lambda e: substitute(e, {last.var: row}))
+
+    zipped = interleave(ctx, head(minimum(add(here, const(1)), sub(stop, const(1)))), body[-1])
+    if zipped is None:
+        return None
+    rows = For(last.var, sub(stop, first), seq(*body[1:-1], zipped), start=first)
     tiled = [*outer, Loop(block, ceildiv(last.extent, size))]
     tiled[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in tiled[:MAX_COLLAPSE]]
-    heads = tuple(var(lp.var) for lp in outer)
-    here = var(last.var)
-    body = members((*heads, here), slice(1, None))
-    [ahead] = members((*heads, add(here, const(1))), slice(1))
-    steady = For(
-        last.var,
-        sub(sub(stop, first), const(1)),
-        seq(*body[:-1], interleave(ctx, ahead, body[-1])),
-        start=first,
-    )
-    head = members((*heads, first), slice(1))
-    tail = members((*heads, sub(stop, const(1))), slice(1, None))
-    return nest(tiled, seq(*head, steady, *tail))
+    return nest(tiled, seq(head(first), rows))
 
 
-def interleave(ctx: Context, a: Stmt, b: Stmt) -> Stmt:
+def interleave(ctx: Context, a: Stmt, b: Stmt) -> Stmt | None:
     """`a` then `b`, two statements that touch nothing the other writes, with the longest
-    loop of each run in step: both split into the same number of chunks (the most that divide
-    both loops into whole vectors or unrolled groups), one chunk of each in turn, so that one
-    loop's loads overlap the other's stores. Where either has no such loop (or the counts are
-    not constants), `a` then `b` as they are."""
+    loop of each run in step: both split into the same number of chunks (the most that
+    divide both loops into whole vectors or unrolled groups), one chunk of each in turn, so
+    that one loop's loads overlap the other's stores. None where there are no such loops (or
+    the trip counts are not constants), or where `a` could not run twice on one row (the
+    block's last row) with `b` between: `a` must store only after its loop, and nothing it
+    reads back."""
     first, second = _items(a), _items(b)
     la, lb = _longest(first), _longest(second)
-    if la is None or lb is None:
-        return seq(a, b)
-    chunks = gcd(
-        *(_trips(lp) // _granule(lp) if _trips(lp) % _granule(lp) == 0 else 1 for lp in (la, lb))
-    )
-    if chunks < 2:
-        return seq(a, b)
-    step = ctx.fresh("chunk")
+    if la is None or lb is None or gcd(_chunks(la), _chunks(lb)) < 2:
+        return None
     ia, ib = first.index(la), second.index(lb)
+    if _stored(first[: ia + 1]) or _stored(first) & buffers_loaded(a):
+        return None
+    chunks = gcd(_chunks(la), _chunks(lb))
+    step = ctx.fresh("chunk")
     zipped = For(step, const(chunks), seq(_chunk(la, step, chunks), _chunk(lb, step, chunks)))
     return seq(first[:ia], second[:ib], zipped, first[ia + 1 :], second[ib + 1 :])
+
+
+def _stored(items: list[Stmt]) -> set[str]:
+    """The buffers `items` store to (not the local arrays they declare)."""
+    local = {s.name for item in items for s in stmts(item) if isinstance(s, Decl)}
+    every = [s for item in items for s in stmts(item)]
+    return {s.buffer for s in every if isinstance(s, Store) and s.buffer not in local}
 
 
 def _items(stmt: Stmt) -> list[Stmt]:
@@ -138,6 +152,12 @@ def _granule(loop: For) -> int:
     if loop.kind == "vectorize":
         return loop.factor or 16
     return loop.factor if loop.kind == "unroll" and loop.factor else 1
+
+
+def _chunks(loop: For) -> int:
+    """How many whole chunks (of its vectors or unrolled groups) `loop` splits into."""
+    trips, granule = _trips(loop), _granule(loop)
+    return trips // granule if trips % granule == 0 else 1
 
 
 def _chunk(loop: For, step: str, chunks: int) -> For:
