@@ -42,7 +42,7 @@ class CpuCompiler(CompilerBackend):
         "prefetch": "prefetch the next row's inputs, a cache line at a time, while this row's "
         "results are stored",
         "pipeline": "rows in blocks of this many, each row's first stage computed in step with "
-        "the last stage of the row before (0: one row after another)",
+        "the last stage of the row before (0, or loops with no common chunks: row after row)",
     }
 
     def group_error(
