@@ -5,6 +5,7 @@ the semantics the C renderer must get right."""
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -330,16 +331,18 @@ def _chunked(fn_body: Any) -> list[For]:
 
 def test_a_pipelined_row_group_overlaps_the_next_rows_first_stage_with_this_rows_last() -> None:
     """`pipeline` blocks the innermost row axis; in a block, the next row's mean runs in step
-    with this row's output loop (rows of 128: the mean's 2 iterations of 64 lanes against the
-    output's 8 vectors, in 2 chunks). Right for row counts that leave partial blocks and
-    blocks of one row, over two row axes, with the prefetch knob refused beside it."""
+    with this row's output loop (rows of 128 at 16 lanes: the mean's 2 iterations of 4
+    vectors against the output's 8 vectors, in 2 chunks; at 8 lanes, 4 chunks). Right for
+    row counts that leave partial blocks and blocks of one row, over two row axes, with the
+    prefetch knob refused beside it."""
     program = _layernorm_rows([2, "R"], 128)
     space = space_for(program, CPU)
     default = space.default()
     assert default["g0.pipeline"] == 64 and not default["g0.prefetch"]
     fn = lower_function(program, CPU, default, space)
     [zipped] = _chunked(fn.body)
-    assert zipped.extent == const(2)
+    mean_steps = 128 // (default["s0.vec"] * default["s0.unroll"])  # vectors of the ISA's width
+    assert zipped.extent == const(math.gcd(mean_steps, 128 // default["s2.vec"]))
     ahead, here = (format_stmt(s) for s in zipped.body.body)
     assert "h + 1" in ahead and "h + 1" not in here and "y[" in here
     both = {**default, "g0.prefetch": True}
