@@ -73,8 +73,13 @@ def fused_rows(ctx: Context, group: RowGroup, knobs: Config, members: RowBodies)
             return pipelined
     if knobs["prefetch"]:
         body[-1] = prefetch_next_row(ctx, body[-1], loops[-1].var)
-    loops[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
-    return nest(loops, seq(body))
+    return nest(_parallel(loops), seq(body))
+
+
+def _parallel(loops: list[Loop]) -> list[Loop]:
+    """`loops` with the outermost (at most `MAX_COLLAPSE`) collapsed into one parallel loop."""
+    outer = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:MAX_COLLAPSE]]
+    return outer + loops[MAX_COLLAPSE:]
 
 
 def _pipelined(ctx: Context, loops: list[Loop], size: int, body: list[Stmt]) -> Stmt | None:
@@ -98,8 +103,7 @@ def _pipelined(ctx: Context, loops: list[Loop], size: int, body: list[Stmt]) -> 
     if zipped is None:
         return None
     rows = For(last.var, sub(stop, first), seq(*body[1:-1], zipped), start=first)
-    tiled = [*outer, Loop(block, ceildiv(last.extent, size))]
-    tiled[:MAX_COLLAPSE] = [Loop(lp.var, lp.extent, "parallel") for lp in tiled[:MAX_COLLAPSE]]
+    tiled = _parallel([*outer, Loop(block, ceildiv(last.extent, size))])
     return nest(tiled, seq(head(first), rows))
 
 
@@ -113,12 +117,12 @@ def interleave(ctx: Context, a: Stmt, b: Stmt) -> Stmt | None:
     reads back."""
     first, second = _items(a), _items(b)
     la, lb = _longest(first), _longest(second)
-    if la is None or lb is None or gcd(_chunks(la), _chunks(lb)) < 2:
+    chunks = gcd(_chunks(la), _chunks(lb)) if la is not None and lb is not None else 1
+    if la is None or lb is None or chunks < 2:
         return None
     ia, ib = first.index(la), second.index(lb)
     if _stored(first[: ia + 1]) or _stored(first) & buffers_loaded(a):
         return None
-    chunks = gcd(_chunks(la), _chunks(lb))
     step = ctx.fresh("chunk")
     zipped = For(step, const(chunks), seq(_chunk(la, step, chunks), _chunk(lb, step, chunks)))
     return seq(first[:ia], second[:ib], zipped, first[ia + 1 :], second[ib + 1 :])
@@ -126,8 +130,8 @@ def interleave(ctx: Context, a: Stmt, b: Stmt) -> Stmt | None:
 
 def _stored(items: list[Stmt]) -> set[str]:
     """The buffers `items` store to (not the local arrays they declare)."""
-    local = {s.name for item in items for s in stmts(item) if isinstance(s, Decl)}
     every = [s for item in items for s in stmts(item)]
+    local = {s.name for s in every if isinstance(s, Decl)}
     return {s.buffer for s in every if isinstance(s, Store) and s.buffer not in local}
 
 
