@@ -20,6 +20,7 @@ from tunehub.schemas.api import DEFAULT_STRATEGY
 from tunehub.schemas.target import Target
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.tuner import Executor, LocalExecutor, Tuner, TuningSummary, register_tuning
+from tunehub.worker.device import cpu_cores
 from tunehub.worker.jobs import CandidateRequest
 
 
@@ -53,7 +54,8 @@ def tune(
             strategy=strategy,
         )
     start = time.perf_counter()
-    summary = Tuner(sessions, executor, threads=threads, seed=seed).run(tuning_id)
+    tuner = Tuner(sessions, executor, threads=threads, seed=seed, feature_workers=cpu_cores())
+    summary = tuner.run(tuning_id)
     return summary, time.perf_counter() - start
 
 

@@ -249,7 +249,9 @@ def tune(
         except ValueError as exc:  # SignatureError included
             raise UserError(str(exc)) from exc
         threads = threads or device.cpu_cores()
-        tuner = Tuner(sessions, executor, threads=threads, seed=seed)
+        tuner = Tuner(
+            sessions, executor, threads=threads, seed=seed, feature_workers=device.cpu_cores()
+        )
         with _progress_bar(trials, enabled=not as_json) as on_progress:
             try:
                 if len(tuning_ids) == 1:

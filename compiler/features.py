@@ -254,9 +254,14 @@ def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
     sites = work_sites(fn.body)
     every = list(stmts(fn.body))
     all_loops = [s for s in every if isinstance(s, For)]
+    # Every statement's expression nodes, walked once (the microkernel and the lanes read them).
+    nodes = {id(s): [e for root in exprs(s) for e in walk(root)] for s in every}
+    extents: dict[int, int] = {}
 
     def extent(loop: For) -> int:
-        return max(1, index_value(loop.extent, symbols))
+        if id(loop) not in extents:
+            extents[id(loop)] = max(1, index_value(loop.extent, symbols))
+        return extents[id(loop)]
 
     def iterations(site: Site) -> int:
         return math.prod(extent(lp) for lp in site.loops)
@@ -278,8 +283,8 @@ def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
     features.update(
         {f"hot_inner_{k}": float(inner is not None and inner.kind == k) for k in _LOOP_KINDS}
     )
-    every_expr = [e for s in every for root in exprs(s) for e in walk(root)]
-    features["vector_lanes"] = float(max((lanes(e.dtype) for e in every_expr), default=1))
+    widest = (lanes(e.dtype) for found in nodes.values() for e in found)
+    features["vector_lanes"] = float(max(widest, default=1))
     decls = [s for s in every if isinstance(s, Decl) and s.shape]
     local = sum(
         math.prod(d.shape) * dtypes.itemsize(scalar(d.dtype)) * lanes(d.dtype) for d in decls
@@ -292,7 +297,7 @@ def _schedule(fn: Function, symbols: dict[str, int]) -> dict[str, float]:
     )
     features["log_workspace_bytes"] = log_scale(workspace)
     features.update(_levels(fn, hot, extent))
-    features.update(_kernel(every))
+    features.update(_kernel(all_loops, nodes))
     return features
 
 
@@ -305,21 +310,20 @@ def _own_body(stmt: Stmt) -> list[Stmt]:
     return [] if isinstance(stmt, For) else [stmt]
 
 
-def _kernel(every: list[Stmt]) -> dict[str, float]:
-    """The microkernel's features (see the module doc); zeros where nothing is vectorized."""
+def _kernel(loops: list[For], nodes: Mapping[int, list[Expr]]) -> dict[str, float]:
+    """The microkernel's features (see the module doc); zeros where nothing is vectorized.
+    `nodes`: each statement's expression nodes, by the statement's id."""
     best: tuple[int, dict[str, float]] = (0, {f"kernel_{name}": 0.0 for name in _KERNEL})
-    for loop in every:
-        if not isinstance(loop, For):
-            continue
+    for loop in loops:
         body = _own_body(loop.body)
-        nodes = [e for s in body for root in exprs(s) for e in walk(root)]
-        fmas = sum(isinstance(e, Call) and e.fn == "fma" and lanes(e.dtype) > 1 for e in nodes)
-        work = fmas + sum(isinstance(e, Binary) and lanes(e.dtype) > 1 for e in nodes)
+        found = [e for s in body for e in nodes[id(s)]]
+        fmas = sum(isinstance(e, Call) and e.fn == "fma" and lanes(e.dtype) > 1 for e in found)
+        work = fmas + sum(isinstance(e, Binary) and lanes(e.dtype) > 1 for e in found)
         if work <= best[0]:
             continue
-        loaded = sum(isinstance(e, Load) and lanes(e.dtype) > 1 for e in nodes)
+        loaded = sum(isinstance(e, Load) and lanes(e.dtype) > 1 for e in found)
         broadcasts = sum(
-            isinstance(e, Cast) and lanes(e.dtype) > 1 and lanes(e.x.dtype) == 1 for e in nodes
+            isinstance(e, Cast) and lanes(e.dtype) > 1 and lanes(e.x.dtype) == 1 for e in found
         )
         values = (
             fmas,

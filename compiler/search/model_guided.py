@@ -31,12 +31,13 @@ import numpy as np
 
 from tunehub.compiler.cost_model import CostModel, XGBModel, roofline
 from tunehub.compiler.cost_model.cost_model import Estimate
-from tunehub.compiler.errors import InvalidConfig
 from tunehub.compiler.search.evolutionary import EvolutionarySearch
 from tunehub.compiler.search.strategy import Result
 from tunehub.compiler.space.space import Config, Space
 
-Featurize = Callable[[Config], Sequence[float]]
+# Feature vectors of configs, in order; None for a config the compiler rejects. One call per
+# population, so that a featurizer can spread the extractions over processes.
+Featurize = Callable[[Sequence[Config]], Sequence[Sequence[float] | None]]
 
 # The group of this workload's own records; other workloads' groups come with the prior.
 _OWN = "\0own"
@@ -55,7 +56,7 @@ def knob_features(space: Space) -> Featurize:
     """Each knob's position among its candidate values: features for any space, without a
     program (AutoTVM's 'knob' features). The tuner passes program features instead."""
     index = {name: {v: n for n, v in enumerate(values)} for name, values in space.knobs.items()}
-    return lambda config: [float(index[name][config[name]]) for name in space.knobs]
+    return lambda configs: [[float(index[k][c[k]]) for k in space.knobs] for c in configs]
 
 
 @dataclass
@@ -95,8 +96,8 @@ class ModelGuidedSearch(EvolutionarySearch):
 
     def notify(self, results: list[Result]) -> None:
         super().notify(results)
-        for config, latency in results:
-            vector = self._vector(config)
+        vectors = self._vectors([config for config, _ in results])
+        for (_, latency), vector in zip(results, vectors, strict=True):
             if vector is not None:
                 self._features.append(vector)
                 self._latencies.append(latency)
@@ -125,13 +126,14 @@ class ModelGuidedSearch(EvolutionarySearch):
         vectors: list[Sequence[float]] = []
 
         def score(configs: Iterable[Config]) -> None:
+            fresh: dict[str, Config] = {}
             for config in configs:
                 key = self.space.key(config)
-                if key in pool or self.seen(config):
-                    continue
-                vector = self._vector(config)
+                if key not in pool and key not in fresh and not self.seen(config):
+                    fresh[key] = config
+            for key, vector in zip(fresh, self._vectors(list(fresh.values())), strict=True):
                 if vector is not None:
-                    pool[key] = config
+                    pool[key] = fresh[key]
                     vectors.append(vector)
 
         def best_first() -> list[str]:
@@ -163,15 +165,12 @@ class ModelGuidedSearch(EvolutionarySearch):
         evidence = len(self._latencies) + (self.estimate_records if self.guide.prior.groups else 0)
         return 1.0 / (1.0 + evidence / self.estimate_records)
 
-    def _vector(self, config: Config) -> Sequence[float] | None:
-        """The config's features; None when it is not valid in the space as it is now (a
-        record from an older space) or the compiler rejects it while lowering."""
-        if self.space.check(config) is not None:
-            return None
-        try:
-            return self.guide.featurize(config)
-        except InvalidConfig:
-            return None
+    def _vectors(self, configs: list[Config]) -> list[Sequence[float] | None]:
+        """The configs' features; None for one not valid in the space as it is now (a
+        record from an older space) or that the compiler rejects while lowering."""
+        valid = [self.space.check(c) is None for c in configs]
+        found = iter(self.guide.featurize([c for c, ok in zip(configs, valid, strict=True) if ok]))
+        return [next(found) if ok else None for ok in valid]
 
     def _child(self) -> Config:
         """Half bred from the fastest measured configs, half uniform (all uniform before

@@ -4,16 +4,28 @@ other workloads it trains on besides the tuned one's.
 The strategy's cost model is retrained after every batch on this workload's records and on the
 newest records of other workloads of the same target (transfer: a new workload's first batch
 is already chosen by a model).
+
+Scoring a proposal extracts a few hundred vectors (each lowers the config to loop IR, 2 to 10
+ms in Python), as much of a tuning's time as building and measuring on a small machine, while
+the build pool sits idle. A `FeaturePool` spreads them over processes.
 """
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from functools import lru_cache
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from tunehub.compiler import features, search
+from tunehub.compiler.errors import InvalidConfig
 from tunehub.compiler.ir import Program
+from tunehub.compiler.program import load
 from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
@@ -23,27 +35,100 @@ from tunehub.server.db import store
 # Enough to transfer (a few workloads' worth), few enough to retrain in well under a second.
 TRANSFER_RECORDS = 2000
 
+Vector = list[float] | None
+MIN_SHARE = 16
+
+
+class FeaturePool:
+    """Processes that extract feature vectors, a share of the configs each (spawned, as the
+    build pool is: the tuner may run threads a fork would copy mid-operation); with one
+    worker, this process. A context manager; its processes start on first use."""
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def extract(
+        self, signature: str, target: Target, symbols: dict[str, int], configs: Sequence[Config]
+    ) -> list[Vector]:
+        """The feature vector of each config, in order; None where the compiler rejects it."""
+        if self.workers < 2 or len(configs) <= MIN_SHARE:
+            return _extract_share(signature, str(target), symbols, configs)
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        # Two shares a process (a slow share keeps the others waiting less), of at least
+        # MIN_SHARE configs (each share costs a round trip and a pickled signature).
+        size = max(MIN_SHARE, -(-len(configs) // (2 * self.workers)))
+        shares = [configs[n : n + size] for n in range(0, len(configs), size)]
+        futures = [
+            self._pool.submit(_extract_share, signature, str(target), symbols, share)
+            for share in shares
+        ]
+        try:
+            return [vector for future in futures for vector in future.result()]
+        except BrokenProcessPool:  # a process died (memory, a signal): this one does it
+            self.close()
+            return _extract_share(signature, str(target), symbols, configs)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> FeaturePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@lru_cache(maxsize=8)
+def _program(signature: str) -> Program:
+    return load(signature)
+
+
+def _extract_share(
+    signature: str, target: str, symbols: dict[str, int], configs: Sequence[Config]
+) -> list[Vector]:
+    """A share of a pool's extraction (the program parsed once per process and workload)."""
+    program, parsed = _program(signature), Target.parse(target)
+    vectors: list[Vector] = []
+    for config in configs:
+        try:
+            vectors.append(list(features.extract(program, parsed, config, symbols).values()))
+        except InvalidConfig:
+            vectors.append(None)
+    return vectors
+
 
 class Featurizer:
     """Feature vectors of one workload's configs: the vector a record stored, where one of
-    this feature version exists, else extracted from the config. A built record's vector holds
-    what only the build knows (ptxas's register, spill and stack counts replace the
-    estimates), so the model learns from the real values; unbuilt candidates are scored on
-    the estimates."""
+    this feature version exists, else extracted from the config by `pool`. A built record's
+    vector holds what only the build knows (ptxas's register, spill and stack counts replace
+    the estimates), so the model learns from the real values; unbuilt candidates are scored
+    on the estimates."""
 
-    def __init__(self, program: Program, target: Target, symbols: dict[str, int]) -> None:
-        self.program, self.target, self.symbols = program, target, symbols
+    def __init__(
+        self,
+        signature: dict[str, Any],
+        target: Target,
+        symbols: dict[str, int],
+        pool: FeaturePool | None = None,
+    ) -> None:
+        self.signature = json.dumps(signature, sort_keys=True)
+        self.target, self.symbols, self.pool = target, symbols, pool or FeaturePool()
         self._stored: dict[str, list[float]] = {}
 
     def remember(self, config: Config, vector: Sequence[float], version: int) -> None:
         if version == features.FEATURE_VERSION and vector:
             self._stored[Space.key(config)] = list(vector)
 
-    def __call__(self, config: Config) -> list[float]:
-        stored = self._stored.get(Space.key(config))
-        if stored is not None:
-            return stored
-        return list(features.extract(self.program, self.target, config, self.symbols).values())
+    def __call__(self, configs: Sequence[Config]) -> list[Vector]:
+        vectors = [self._stored.get(Space.key(c)) for c in configs]
+        missing = [c for c, v in zip(configs, vectors, strict=True) if v is None]
+        found = iter(self.pool.extract(self.signature, self.target, self.symbols, missing))
+        return [v if v is not None else next(found) for v in vectors]
 
 
 def learned(status: RecordStatus, latency_s: float | None) -> float | None:

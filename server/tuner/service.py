@@ -55,7 +55,7 @@ from tunehub.server.tuner.lease import Heartbeat, Lease, LeaseLost, claim_next
 from tunehub.server.tuner.reporting import TuningSummary
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.server.tuner.tuner import Tuner
-from tunehub.worker import logs
+from tunehub.worker import device, logs
 from tunehub.worker.daemon import DEFAULT_REDIS_URL, Registration, claim_name
 from tunehub.worker.outage import Outage
 from tunehub.worker.queues import TUNERS_KEY, tuner_key
@@ -315,7 +315,12 @@ def _tuner(
     executor = RQExecutor(redis)
     threads = executor.measure_threads(executor.resolve(target))
     return Tuner(
-        sessions, executor, threads=threads, generations=BestGenerations(redis), lease=lease
+        sessions,
+        executor,
+        threads=threads,
+        generations=BestGenerations(redis),
+        lease=lease,
+        feature_workers=device.cpu_cores(),
     )
 
 

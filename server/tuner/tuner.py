@@ -47,7 +47,7 @@ from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
 from tunehub.server.generations import BestGenerations
 from tunehub.server.tuner.executor import Executor
-from tunehub.server.tuner.featurizer import Featurizer, learned, transfer_set
+from tunehub.server.tuner.featurizer import FeaturePool, Featurizer, learned, transfer_set
 from tunehub.server.tuner.lease import Lease, LeaseLost
 from tunehub.server.tuner.persistence import RecordContext, persist
 from tunehub.server.tuner.registration import resolve_symbols
@@ -104,7 +104,9 @@ class Tuner:
     precision for time, which suits tests and quick looks. `generations`, in the service, are
     bumped after every stored batch, so that the API's cached bests follow at once. A `lease`,
     in the service, is checked in the transaction that stores each batch: a tuner that lost
-    its tunings to another stores nothing more (`lease.LeaseLost`).
+    its tunings to another stores nothing more (`lease.LeaseLost`). `feature_workers`
+    processes extract the feature vectors a model-guided proposal scores (1: this process);
+    they start with a tuning's first proposal and stop when `run` or `run_many` returns.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class Tuner:
         min_repeat_s: float = CandidateRequest.min_repeat_s,
         generations: BestGenerations | None = None,
         lease: Lease | None = None,
+        feature_workers: int = 1,
     ) -> None:
         self.sessions = sessions
         self.executor = executor
@@ -129,12 +132,13 @@ class Tuner:
         self.min_repeat_s = min_repeat_s
         self.generations = generations
         self.lease = lease
+        self.feature_pool = FeaturePool(feature_workers)
 
     def run(self, tuning_id: int, progress: ProgressCallback | None = None) -> TuningSummary:
         """Run (or resume) tuning `tuning_id` to its budget and mark it done; on an internal
         error mark it failed, with the error, and re-raise. A cancelled tuning stops at the
         next batch boundary and stays cancelled; an interrupted one (Ctrl-C) is cancelled."""
-        with self._guard([tuning_id]):
+        with self._guard([tuning_id]), self.feature_pool:
             job = self._start(tuning_id)
             if job is not None:
                 run, clock = _Run(self, job), _Clock(job.time_limit_s)
@@ -169,7 +173,7 @@ class Tuner:
         scheduler = scheduler or TaskScheduler(
             weights, total_trials=total_trials, batch_size=self.batch_size, seed=self.seed
         )
-        with self._guard(tuning_ids):
+        with self._guard(tuning_ids), self.feature_pool:
             runs: list[_Run | None] = []
             for i, tuning_id in enumerate(tuning_ids):
                 job = self._start(tuning_id)
@@ -265,7 +269,7 @@ class _Run:
                 s, workload_key=job.workload_key, target=target, symbols=symbols, limit=None
             )
             known = [(r.config, learned(r.status, r.latency_s)) for r in records]
-            self.featurize = Featurizer(program, target, symbols)
+            self.featurize = Featurizer(job.signature, target, symbols, tuner.feature_pool)
             for r in records:
                 self.featurize.remember(r.config, r.features, r.feature_version)
         self.guide = None

@@ -36,7 +36,7 @@ def tile_latency(config: Config) -> float:
 def program_features(example: str) -> search.model_guided.Featurize:
     """The tuner's featurizer: the compiler's feature vector of a config."""
     program = load((EXAMPLES / f"{example}.json").read_text())
-    return lambda c: list(features.extract(program, TARGET, c).values())
+    return lambda configs: [list(features.extract(program, TARGET, c).values()) for c in configs]
 
 
 def test_never_proposes_a_known_or_already_proposed_config() -> None:
@@ -101,7 +101,7 @@ def test_transfer_chooses_the_first_batch_from_other_workloads_records() -> None
     configs = [real_space("matmul_512").sample(rng) for _ in range(150)]
     featurize = program_features("matmul_512")
     prior = TrainingSet(
-        [list(featurize(c)) for c in configs],
+        [list(v) for v in featurize(configs)],
         [tile_latency(c) for c in configs],
         ["matmul_512"] * len(configs),
     )
@@ -130,7 +130,7 @@ def test_with_no_records_the_first_batch_follows_the_estimate_and_still_explores
     assert len(batch) == 8 and len({space.key(c) for c in batch}) == 8
 
     def estimated(configs: list[Config]) -> np.ndarray:
-        return roofline.estimate([list(featurize(c)) for c in configs])
+        return roofline.estimate([list(v) for v in featurize(configs)])
 
     rng = random.Random(6)
     top_tenth = np.quantile(estimated([space.sample(rng) for _ in range(200)]), 0.9)

@@ -22,8 +22,15 @@ from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
-from tunehub.server.tuner import LocalExecutor, Progress, Tuner, register_tuning, resolve_symbols
-from tunehub.server.tuner.featurizer import Featurizer
+from tunehub.server.tuner import (
+    LocalExecutor,
+    Progress,
+    Tuner,
+    featurizer,
+    register_tuning,
+    resolve_symbols,
+)
+from tunehub.server.tuner.featurizer import FeaturePool, Featurizer
 
 # A small symbolic matmul: cheap to build and measure, and it exercises symbol defaults.
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -185,10 +192,28 @@ def test_stored_feature_vectors_stand_in_for_extraction() -> None:
     symbols = resolve_symbols(program, {})
     space = space_for(program, target)
     stored, old, fresh = space.naive(), space.default(), space.sample(random.Random(1))
-    featurize = Featurizer(program, target, symbols)
+    featurize = Featurizer(SIGNATURE.model_dump(), target, symbols)
     featurize.remember(stored, [7.0] * 3, features.FEATURE_VERSION)
     featurize.remember(old, [5.0] * 3, features.FEATURE_VERSION - 1)
-    extracted = list(features.extract(program, target, old, symbols).values())
-    assert featurize(stored) == [7.0] * 3
-    assert featurize(old) == extracted
-    assert featurize(fresh) == list(features.extract(program, target, fresh, symbols).values())
+    assert featurize([stored, old, fresh]) == [
+        [7.0] * 3,
+        list(features.extract(program, target, old, symbols).values()),
+        list(features.extract(program, target, fresh, symbols).values()),
+    ]
+
+
+def test_a_feature_pool_extracts_in_order_what_this_process_would() -> None:
+    """Spread over processes in shares, the vectors come back in the configs' order, and a
+    config the compiler rejects gets None (as in this process)."""
+    document = SIGNATURE.model_dump()
+    program, target = load(document), Target(kind="cpu", isa="x86_64-avx2")
+    symbols = resolve_symbols(program, {})
+    space, rng = space_for(program, target), random.Random(2)
+    configs = [space.sample(rng) for _ in range(3 * featurizer.MIN_SHARE)]
+    configs.insert(5, {**space.naive(), next(iter(space.knobs)): "no such value"})
+    expected = [list(features.extract(program, target, c, symbols).values()) for c in configs[6:]]
+    with FeaturePool(2) as pool:
+        pooled = Featurizer(document, target, symbols, pool)(configs)
+    assert pooled[5] is None
+    assert pooled[6:] == expected and len(pooled) == len(configs)
+    assert pooled == Featurizer(document, target, symbols)(configs)
