@@ -319,7 +319,9 @@ class CStyleRenderer:
         vt, n = self.ctype(dtype), lanes(dtype)
         params = f"{vt} x, {vt} y" if binary else f"{vt} x"
         args = "x[l], y[l]" if binary else "x[l]"
-        body = f"  {vt} r;\n  for (int l = 0; l < {n}; l++) r[l] = {base}({args});\n  return r;"
+        # `r` starts as `x`, every lane then replaced: declared bare, gcc 12 warned it "may
+        # be used uninitialized" on some hosts' inlining (an error under -Werror).
+        body = f"  {vt} r = x;\n  for (int l = 0; l < {n}; l++) r[l] = {base}({args});\n  return r;"
         return self._helper(f"{fn}_{vt}", vt, params, body)
 
     def _helper(self, name: str, result: str, params: str, body: str) -> str:
@@ -362,7 +364,7 @@ class CStyleRenderer:
             loop = f"  for (int l = 0; l < {n}; l++) "
             fast = self.half_vector(kind, element, n)
             if kind == "vload":
-                body = fast or f"  {vt} r;\n{loop}r[l] = {load}(p[l]);\n  return r;"
+                body = fast or f"  {vt} r = {{0}};\n{loop}r[l] = {load}(p[l]);\n  return r;"
                 return self._helper(name, vt, f"const {st}* p", body)
             body = fast or f"{loop}p[l] = {store}(v[l]);"
             return self._helper(name, "void", f"{st}* p, {vt} v", body)

@@ -191,7 +191,7 @@ class CRenderer(CStyleRenderer):
         lines += ["#else", self._lane_loop(kind, dtype, n), "#endif"]
         if kind == "vstore":
             return "\n".join(lines)
-        return "\n".join([f"  {self.ctype(f'float32x{n}')} r;", *lines, "  return r;"])
+        return "\n".join([f"  {self.ctype(f'float32x{n}')} r = {{0}};", *lines, "  return r;"])
 
     def _chunked(self, kind: str, chunk: tuple[str | int, ...], n: int) -> str:
         width, _, register, load, store, rounded = chunk
