@@ -26,13 +26,16 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.ir import (
     Binary,
+    Call,
     Cast,
     Compute,
+    Const,
     Expr,
     Extent,
     Load,
@@ -129,6 +132,8 @@ class Analysis:
     program: Program
     stages: tuple[Stage, ...]
     groups: tuple[RowGroup, ...]
+    # Each sum `_one_pass` made, to the compute of the program it computes (a variance).
+    sums_for: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def workspaces(self) -> tuple[Stage, ...]:
@@ -137,15 +142,22 @@ class Analysis:
 
 
 @functools.lru_cache(maxsize=256)
-def analyze(program: Program) -> Analysis:
-    computes = _inline(program)
+def analyze(program: Program, one_pass: bool = False) -> Analysis:
+    """The stages of `program`; with `one_pass`, variances as sums that need no mean
+    (`_one_pass`)."""
+    computes = _inline(program.computes, program.outputs)
+    sums_for: dict[str, str] = {}
+    if one_pass:
+        names = {c.name for c in program.computes} | {t.name for t in program.inputs}
+        names |= {s.name for s in program.symbols}
+        computes = _inline(_one_pass(computes, names, sums_for), program.outputs)
     stages = _stages(program, computes)
-    return Analysis(program, stages, _row_groups(stages))
+    return Analysis(program, stages, _row_groups(stages), sums_for)
 
 
-def _inline(program: Program) -> list[Compute]:
-    """The program's computes with every injective non-output compute inlined into its
-    readers (and dropped)."""
+def _inline(computes: Sequence[Compute], outputs: Sequence[str]) -> list[Compute]:
+    """`computes` with every injective non-output compute inlined into its readers (and
+    dropped)."""
     inlined: dict[str, Compute] = {}
     kept: list[Compute] = []
 
@@ -156,13 +168,127 @@ def _inline(program: Program) -> list[Compute]:
             return Cast(producer.dtype, substitute(producer.body, mapping))
         return None
 
-    for compute in program.computes:
+    for compute in computes:
         compute = replace(compute, body=transform(compute.body, expand))
-        if compute.reduce_op is None and compute.name not in program.outputs:
+        if compute.reduce_op is None and compute.name not in outputs:
             inlined[compute.name] = compute
         else:
             kept.append(compute)
     return kept
+
+
+@dataclass(frozen=True)
+class _Deviation:
+    """A sum's term as `(x - c) ** 2`, scaled (`op` `*` or `/` by `by`) or not."""
+
+    x: Expr
+    c: Expr
+    dtype: str  # of `x - c`
+    op: str | None = None
+    by: Expr | None = None
+
+
+def _one_pass(computes: list[Compute], names: set[str], sums_for: dict[str, str]) -> list[Compute]:
+    """Each sum of squared deviations from a value another reduction gives (a variance:
+    `sum((x - mean) ** 2)`, or its terms each divided by n, the mean a row sum) as two sums
+    that need no mean, so that all three are computed in one pass over the row: with K the
+    term at the first reduce point, `sum((x - c) ** 2) = S2 - d * (2 * S1 - n * d)` where
+    `S1 = sum(x - K)`, `S2 = sum((x - K) ** 2)` and `d = c - K` (the shifted-data
+    algorithm: no cancellation as long as the mean is within a few deviations of K; Welford's
+    recurrence would divide per term). The result becomes an injective compute over the two
+    sums (inlined into its readers unless it is an output). `sums_for` gets each new sum's
+    name, to the compute it stands for."""
+    reductions = {c.name for c in computes if c.reduce_op is not None}
+    rewritten: list[Compute] = []
+    for compute in computes:
+        found = _deviation(compute, reductions)
+        if found is None:
+            rewritten.append(compute)
+            continue
+        x, dtype, acc = found.x, found.dtype, dtypes.compute_dtype(compute.term)
+        zero: dict[str, Expr] = {r.name: Const(0, dtypes.INDEX) for r in compute.reduce_axes}
+        first = substitute(x, zero)
+        shifted = Binary("-", x, first, dtype)
+        s1, s2 = _fresh(f"{compute.name}_shifted", names), _fresh(f"{compute.name}_squares", names)
+        sums_for.update(dict.fromkeys((s1, s2), compute.name))
+        rewritten.append(replace(compute, name=s1, body=shifted))
+        rewritten.append(replace(compute, name=s2, body=Binary("*", shifted, shifted, dtype)))
+        row = tuple(Var(a) for a in compute.axes)
+        d = Cast(acc, Binary("-", found.c, first, dtype))
+        n = Cast(acc, _size([r.extent for r in compute.reduce_axes]))
+        twice = Binary("*", Const(2.0, acc), Cast(acc, Load(s1, row, compute.dtype)), acc)
+        spread = Binary("*", d, Binary("-", twice, Binary("*", n, d, acc), acc), acc)
+        value = Binary("-", Cast(acc, Load(s2, row, compute.dtype)), spread, acc)
+        if found.op is not None and found.by is not None:
+            value = Binary(found.op, value, Cast(acc, found.by), acc)
+        rewritten.append(Compute(compute.name, compute.axes, compute.shape, compute.dtype, value))
+    return rewritten
+
+
+def _deviation(compute: Compute, reductions: set[str]) -> _Deviation | None:
+    """`compute`'s term as a `_Deviation` where it is a float sum of `(x - c) ** 2` (a
+    difference times itself, or squared by `pow`; casts that keep values aside), perhaps
+    times or over a value free of the reduce axes, with `x` depending on the reduce axes, `c`
+    not, and `c` reading another reduction: else None."""
+    if compute.reduce_op != "sum" or not dtypes.is_float(compute.term):
+        return None
+    reduce = {r.name for r in compute.reduce_axes}
+    body = product_under_casts(compute.body)
+    square, op, by = _square(body), None, None
+    if square is None and isinstance(body, Binary) and body.op in ("*", "/"):
+        for term, other in ((body.a, body.b), (body.b, body.a))[: 2 if body.op == "*" else 1]:
+            if _square(term) is not None and not _uses_any(other, reduce):
+                square, op, by = _square(term), body.op, other
+                break
+    if square is None:
+        return None
+    x, c = (square.a, square.b) if _uses_any(square.a, reduce) else (square.b, square.a)
+    if _uses_any(c, reduce) or not _uses_any(x, reduce):
+        return None
+    if not any(ld.tensor in reductions - {compute.name} for ld in loads(c)):
+        return None
+    return _Deviation(x, c, square.dtype, op, by)
+
+
+def _square(e: Expr) -> Binary | None:
+    """The difference `e` squares (`d * d` or `pow(d, 2)`, under casts that keep values)."""
+    e = _uncast(e)
+    if isinstance(e, Call) and e.fn == "pow" and _is_two(e.args[1]):
+        a = b = e.args[0]
+    elif isinstance(e, Binary) and e.op == "*":
+        a, b = e.a, e.b
+    else:
+        return None
+    a, b = _uncast(a), _uncast(b)
+    return a if a == b and isinstance(a, Binary) and a.op == "-" else None
+
+
+def _is_two(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value == 2
+
+
+def _uncast(e: Expr) -> Expr:
+    """`e` under the casts at its top that keep every value."""
+    while isinstance(e, Cast) and keeps_values(e):
+        e = e.x
+    return e
+
+
+def _uses_any(e: Expr, axes: set[str]) -> bool:
+    return any(isinstance(v, Var) and v.name in axes for v in walk(e))
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """`name`, or it with the first free numeric suffix; taken from then on."""
+    found = next(f"{name}{n or ''}" for n in itertools.count() if f"{name}{n or ''}" not in taken)
+    taken.add(found)
+    return found
+
+
+def _size(extents: Sequence[Extent]) -> Expr:
+    """The product of extents (symbols as variables), as an index expression."""
+    terms: list[Expr] = [Const(e, dtypes.INDEX) if isinstance(e, int) else Var(e) for e in extents]
+    return functools.reduce(lambda a, b: Binary("*", a, b, dtypes.INDEX), terms)
 
 
 def _stages(program: Program, computes: list[Compute]) -> tuple[Stage, ...]:

@@ -40,6 +40,10 @@ class CompilerBackend(ABC):
         """The schedule of `stage`'s class on this kind (the fallback where none fits)."""
         return self.schedules.get(stage.kind, self.fallback)
 
+    # Whether the analysis splits each variance into two sums that need no mean
+    # (`analysis.analyze`'s `one_pass`): where a fused row runs sibling sums in one loop.
+    one_pass: bool = False
+
     # Knobs of a fused row group besides `fuse` (in a space: `g<n>.<name>`; first values
     # while the group is not fused), and one line on each.
     group_knobs: Mapping[str, tuple[Knob, ...]] = {}

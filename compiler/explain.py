@@ -33,6 +33,7 @@ class StageLine:
     kind: str
     anchor: str
     inlined: tuple[str, ...]  # computes evaluated where this stage reads them (its prologue)
+    sums_for: str | None  # the variance this sum (one of two, in one pass) computes
     epilogue: tuple[str, ...]  # computes applied as this stage stores (its epilogue)
     stored_in: str  # the output it writes, or "workspace" for an intermediate
     schedule: str
@@ -75,6 +76,7 @@ def _stage_line(program: Program, analysis: Analysis, stage: Stage, target: Targ
         kind=stage.kind,
         anchor=stage.anchor.name,
         inlined=_inlined_into(program, analysis, stage),
+        sums_for=analysis.sums_for.get(stage.anchor.name),
         epilogue=tuple(c.name for c in stage.epilogue),
         stored_in=stage.buffer if stage.output else "workspace",
         schedule=type(schedule).__name__,
@@ -89,7 +91,8 @@ def _inlined_into(program: Program, analysis: Analysis, stage: Stage) -> tuple[s
     kept |= {c.name for s in analysis.stages for c in s.epilogue}
     computes = {c.name: c for c in program.computes}
     found: list[str] = []
-    todo = [stage.anchor.name, *(c.name for c in stage.epilogue)]
+    anchor = analysis.sums_for.get(stage.anchor.name, stage.anchor.name)
+    todo = [anchor, *(c.name for c in stage.epilogue if c.name in computes)]
     while todo:
         for load in loads(computes[todo.pop()].body):
             if load.tensor in computes and load.tensor not in kept and load.tensor not in found:
@@ -111,6 +114,8 @@ def render_text(explanation: Explanation) -> list[str]:
     lines = [f"target {explanation.target}"]
     for s in explanation.stages:
         lines.append(f"stage {s.index}: {s.kind} {s.anchor} -> {s.stored_in}")
+        if s.sums_for:
+            lines.append(f"  one pass: a sum {s.sums_for} is made of, needing no other sum")
         if s.inlined:
             lines.append(f"  inlined where read: {', '.join(s.inlined)}")
         if s.epilogue:

@@ -45,7 +45,7 @@ class ProgramSpace(Space):
     def __init__(self, program: Program, target: Target) -> None:
         self.program = program
         self.target = target
-        self.analysis: Analysis = analyze(program)
+        self.analysis: Analysis = analyze(program, compiler_backend(target).one_pass)
         self.knobs: dict[str, tuple[Knob, ...]] = {}
         for stage in self.analysis.stages:
             knobs = schedule_for(stage, target).knobs(stage, target)

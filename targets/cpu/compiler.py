@@ -25,6 +25,7 @@ from tunehub.targets.cpu.schedule.reduction import Reduction
 class CpuCompiler(CompilerBackend):
     language = "c"
     renderer = CRenderer
+    one_pass = True  # a fused row merges sibling sums' loops (`schedule.rows.siblings`)
 
     def __init__(self) -> None:
         self.fallback = Fallback()

@@ -107,6 +107,14 @@ def test_explain_names_stages_schedules_and_knobs() -> None:
     assert sum(line.startswith("stage ") for line in verbose) == 3
 
 
+def test_explain_says_which_sums_make_a_variance_in_one_pass() -> None:
+    done = tunehub("explain", EXAMPLES / "layernorm.json", "--target", "cpu:x86_64-avx2")
+    assert done.returncode == 0, done.stderr
+    assert "stage 1: reduction sq_dev_shifted -> workspace" in done.stdout
+    assert done.stdout.count("one pass: a sum sq_dev is made of, needing no other") == 2
+    assert "inlined where read: sq_dev" in done.stdout
+
+
 def test_explain_says_why_a_stage_gets_no_packed_template(tmp_path: Path) -> None:
     maxed = json.loads(json.dumps(SIGNATURE))
     maxed["computes"][0]["reduce"]["op"] = "max"

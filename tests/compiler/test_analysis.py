@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, analyze, contiguous
-from tunehub.compiler.ir import Cast, Load, Program, Var, loads, walk
+from tunehub.compiler.ir import Cast, Const, Load, Program, Var, loads, walk
 from tunehub.compiler.program import load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -184,3 +184,63 @@ def test_loads_of_inlined_producers_are_gone() -> None:
     stage = analyze(example("int4_matmul")).stages[0]
     assert all(isinstance(ld, Load) for ld in loads(stage.anchor.body))
     assert {ld.tensor for ld in stage.reads()} == {"X", "W", "scales", "bias", "residual"}
+
+
+def _variance(expr: str, outputs: tuple[str, ...] = ("y",)) -> Program:
+    """Rows of 64: a mean, a sum `var` of `expr` (which may read `dev` = x - mean and an
+    input `m`), and an output over both."""
+    dev = compute("dev", "ik", [8, 64], "x[i, k] - mu[i]")
+    return program(
+        [tensor("x", [8, 64]), *([tensor("m", [8])] if "m[" in expr else [])],
+        [
+            reduce("mu", "i", [8], "x[i, k] / 64.0", "sum", {"k": 64}),
+            *([dev] if "dev[" in expr else []),
+            reduce("var", "i", [8], expr, "sum", {"k": 64}),
+            compute("y", "ij", [8, 64], "(x[i, j] - mu[i]) * rsqrt(var[i] + 0.00001)"),
+        ],
+        list(outputs),
+    )
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "(x[i, k] - mu[i]) * (x[i, k] - mu[i])",
+        "(mu[i] - x[i, k]) ** 2",
+        "dev[i, k] * dev[i, k] / 64.0",
+        "0.5 * ((x[i, k] - mu[i]) * (x[i, k] - mu[i]))",
+    ],
+)
+def test_one_pass_splits_a_variance_into_two_sums_that_need_no_mean(expr: str) -> None:
+    """However the squared deviation is written (the mean inlined or not, squared by `**`,
+    the terms scaled), `one_pass` sums `x - K` and `(x - K) ** 2` beside the mean, K being the
+    row's first term; the output reads the three sums. Without it, the stages are as written."""
+    p = _variance(expr)
+    stages = analyze(p, one_pass=True).stages
+    assert [s.anchor.name for s in stages] == ["mu", "var_shifted", "var_squares", "y"]
+    for stage in stages[1:3]:
+        assert {ld.tensor for ld in loads(stage.anchor.body)} == {"x"}
+        assert any(ld.indices[-1] == Const(0, "int64") for ld in loads(stage.anchor.body))
+    assert {"mu", "var_shifted", "var_squares"} <= {ld.tensor for ld in stages[3].reads()}
+    assert [s.anchor.name for s in analyze(p).stages] == ["mu", "var", "y"]
+    assert [g.stages for g in analyze(p, one_pass=True).groups] == [range(0, 4)]
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "(x[i, k] - m[i]) * (x[i, k] - m[i])",  # the centre is no reduction: one pass already
+        "(x[i, k] - mu[i]) * (x[i, k] + mu[i])",  # no square
+        "(x[i, k] - mu[i]) * (x[i, k] - mu[i]) * x[i, k]",  # scaled along the row
+    ],
+)
+def test_one_pass_leaves_other_sums_alone(expr: str) -> None:
+    p = _variance(expr)
+    assert [s.anchor.name for s in analyze(p, one_pass=True).stages] == ["mu", "var", "y"]
+
+
+def test_a_variance_that_is_an_output_is_stored_from_the_two_sums() -> None:
+    stages = analyze(_variance("dev[i, k] * dev[i, k]", ("y", "var")), one_pass=True).stages
+    assert [s.anchor.name for s in stages] == ["mu", "var_shifted", "var_squares", "y"]
+    assert stages[2].buffer == "var" and stages[2].output
+    assert [c.name for c in stages[2].epilogue] == ["var"]

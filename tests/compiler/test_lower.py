@@ -16,7 +16,18 @@ from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.backend import compiler_backend
 from tunehub.compiler.errors import InvalidConfig
 from tunehub.compiler.ir import Program
-from tunehub.compiler.loop import For, Namer, Prefetch, Seq, const, format_stmt, seq, stmts
+from tunehub.compiler.loop import (
+    Assign,
+    For,
+    Namer,
+    Prefetch,
+    Seq,
+    Store,
+    const,
+    format_stmt,
+    seq,
+    stmts,
+)
 from tunehub.compiler.lower import lower, lower_function, signature_names
 from tunehub.compiler.program import load
 from tunehub.compiler.schedule.stage import Context
@@ -330,11 +341,12 @@ def _chunked(fn_body: Any) -> list[For]:
 
 
 def test_a_pipelined_row_group_overlaps_the_next_rows_first_stage_with_this_rows_last() -> None:
-    """`pipeline` blocks the innermost row axis; in a block, the next row's mean runs in step
-    with this row's output loop (rows of 128 at 16 lanes: the mean's 2 iterations of 4
-    vectors against the output's 8 vectors, in 2 chunks; at 8 lanes, 4 chunks). Right for
-    row counts that leave partial blocks and blocks of one row, over two row axes, with the
-    prefetch knob refused beside it."""
+    """`pipeline` blocks the innermost row axis; in a block, the next row's sums (the mean
+    and the variance's two, one loop: `one_pass`) run in step with this row's output loop
+    (rows of 128 at 16 lanes: the sums' 2 iterations of 4 vectors against the output's 8
+    vectors, in 2 chunks; at 8 lanes, 4 chunks). Right for row counts that leave partial
+    blocks and blocks of one row, over two row axes, with the prefetch knob refused beside
+    it."""
     program = _layernorm_rows([2, "R"], 128)
     space = space_for(program, CPU)
     default = space.default()
@@ -342,15 +354,41 @@ def test_a_pipelined_row_group_overlaps_the_next_rows_first_stage_with_this_rows
     fn = lower_function(program, CPU, default, space)
     [zipped] = _chunked(fn.body)
     mean_steps = 128 // (default["s0.vec"] * default["s0.unroll"])  # vectors of the ISA's width
-    assert zipped.extent == const(math.gcd(mean_steps, 128 // default["s2.vec"]))
-    ahead, here = (format_stmt(s) for s in zipped.body.body)
-    assert "h + 1" in ahead and "h + 1" not in here and "y[" in here
+    assert zipped.extent == const(math.gcd(mean_steps, 128 // default["s3.vec"]))
+    ahead, here = zipped.body.body
+    written = {s.name for s in stmts(ahead) if isinstance(s, Assign)}
+    written |= {s.buffer for s in stmts(ahead) if isinstance(s, Store)}
+    assert len(written) == 3  # each sum's accumulator (or array of vector accumulators)
+    ahead_text, here_text = format_stmt(ahead), format_stmt(here)
+    assert "h + 1" in ahead_text and "h + 1" not in here_text and "y[" in here_text
     both = {**default, "g0.prefetch": True}
     assert "prefetch" in (space.check(both) or "")
     small = {**default, "g0.pipeline": 16}
-    scalar = {**small, "s2.vec": 0}
+    scalar = {**small, "s3.vec": 0}
     for rows in (37, 33, 1):
         check_configs(program, CPU, [default, small, scalar], {"R": rows})
+
+
+def test_one_pass_variance_agrees_with_the_reference_far_from_zero() -> None:
+    """Rows whose mean (about 100) is far larger than their spread (about 0.6), where the
+    textbook one-pass `E[x^2] - E[x]^2` in float32 is off by 4% of the variance: the
+    sums shifted by each row's first term agree with the reference, fused or not, in
+    sibling loops or (differing knobs) one after another."""
+    program = signature(
+        [
+            c("mu", "i", [24], "(x[i, k] + 100.0) / 200.0", op="sum", over={"k": 200}),
+            c("var", "i", [24], "(x[i, k] + 100.0 - mu[i]) ** 2", op="sum", over={"k": 200}),
+            c("y", "ik", [24, 200], "(x[i, k] + 100.0 - mu[i]) * rsqrt(var[i] / 200.0)"),
+        ],
+        [t("x", [24, 200])],
+        ["y", "var"],
+    )
+    space = space_for(program, CPU)
+    default = space.default()
+    assert len(space.analysis.stages) == 4
+    apart = {**default, "s1.unroll": 1, "s2.unroll": 2}
+    unfused = space.canonical({**default, "g0.fuse": False})
+    check_configs(program, CPU, [default, apart, unfused], {})
 
 
 def test_pipelined_rows_run_one_after_another_where_no_chunking_fits() -> None:

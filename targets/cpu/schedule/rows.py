@@ -66,7 +66,7 @@ def fused_rows(ctx: Context, group: RowGroup, knobs: Config, members: RowBodies)
         Loop(ctx.fresh(axis), as_expr(size))
         for axis, size in zip(first.axes[: group.rows], first.shape[: group.rows], strict=True)
     ]
-    body = members(tuple(var(lp.var) for lp in loops))
+    body = siblings(members(tuple(var(lp.var) for lp in loops)))
     if knobs["pipeline"]:
         pipelined = _pipelined(ctx, loops, int(knobs["pipeline"]), body)
         if pipelined is not None:
@@ -74,6 +74,53 @@ def fused_rows(ctx: Context, group: RowGroup, knobs: Config, members: RowBodies)
     if knobs["prefetch"]:
         body[-1] = prefetch_next_row(ctx, body[-1], loops[-1].var)
     return nest(_parallel(loops), seq(body))
+
+
+def siblings(body: list[Stmt]) -> list[Stmt]:
+    """`body` with each run of consecutive statements that share nothing and loop alike
+    merged into one (a layernorm's row sum and the two sums of its variance: one pass over
+    the row, `analysis._one_pass`)."""
+    merged: list[Stmt] = []
+    for stmt in body:
+        both = _merged(merged[-1], stmt) if merged else None
+        if both is None:
+            merged.append(stmt)
+        else:
+            merged[-1] = both
+    return merged
+
+
+def _merged(a: Stmt, b: Stmt) -> Stmt | None:
+    """`a` and `b` as one statement whose loops run both bodies: where each is its locals'
+    set-up, a run of loops with the same headers (extent, start, kind, factor), and what
+    follows (its stores), and neither touches what the other stores. Else None."""
+    first, second = _items(a), _items(b)
+    la, lb = _loop_run(first), _loop_run(second)
+    if la is None or lb is None or la.stop - la.start != lb.stop - lb.start:
+        return None
+    stored_a, stored_b = _stored(first), _stored(second)
+    if stored_a & (buffers_loaded(b) | stored_b) or stored_b & buffers_loaded(a):
+        return None
+    loops = []
+    for x, y in zip(first[la], second[lb], strict=True):
+        assert isinstance(x, For) and isinstance(y, For)  # a loop run
+        if (x.extent, x.start, x.kind, x.factor) != (y.extent, y.start, y.kind, y.factor):
+            return None
+        body, reduction = seq(x.body, _at(y.body, {y.var: var(x.var)})), x.reduction + y.reduction
+        loops.append(For(x.var, x.extent, body, x.kind, x.start, x.factor, reduction))
+    before = [*first[: la.start], *second[: lb.start]]
+    return seq(*before, *loops, *first[la.stop :], *second[lb.stop :])
+
+
+def _at(stmt: Stmt, values: dict[str, Expr]) -> Stmt:
+    """`stmt` with variables replaced by expressions."""
+    return map_exprs(stmt, lambda e: substitute(e, values))
+
+
+def _loop_run(items: list[Stmt]) -> slice | None:
+    """Where the loops among `items` are, if they are one unbroken run."""
+    at = [n for n, item in enumerate(items) if isinstance(item, For)]
+    return slice(at[0], at[-1] + 1) if at and at[-1] - at[0] + 1 == len(at) else None
 
 
 def _parallel(loops: list[Loop]) -> list[Loop]:
@@ -97,7 +144,7 @@ def _pipelined(ctx: Context, loops: list[Loop], size: int, body: list[Stmt]) -> 
     here = var(last.var)
 
     def head(row: Expr) -> Stmt:
-        return map_exprs(body[0], lambda e: substitute(e, {last.var: row}))
+        return _at(body[0], {last.var: row})
 
     zipped = interleave(ctx, head(minimum(add(here, const(1)), sub(stop, const(1)))), body[-1])
     if zipped is None:
