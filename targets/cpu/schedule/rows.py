@@ -1,5 +1,7 @@
 """A fused row group on the CPU: one parallel loop over the rows (its outer axes collapsed),
-each row computing every member stage. Two ways to have the next row's data on its way while
+each row computing every member stage, and consecutive members that share nothing and loop
+alike in one loop (`siblings`: a layernorm's mean and the two sums of its variance, one pass
+over the row; `analysis._one_pass`). Two ways to have the next row's data on its way while
 this row is stored, each a group knob:
 
 * `pipeline` (the default): the innermost row axis in blocks; within a block each row's first
