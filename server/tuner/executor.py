@@ -98,12 +98,7 @@ class LocalExecutor(Executor):
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            # spawn, not fork: the tuner's process may run threads (a progress bar, a
-            # database pool) that a fork would copy mid-operation.
-            context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=context, initializer=_ignore_interrupts
-            )
+            self._pool = spawn_pool(self.workers)
         return self._pool
 
     def close(self) -> None:
@@ -112,7 +107,15 @@ class LocalExecutor(Executor):
             self._pool = None
 
 
+def spawn_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of the tuner's helper processes (builds, feature extraction): spawned, not
+    forked, since the tuner's process may run threads (a progress bar, a database pool) that
+    a fork would copy mid-operation."""
+    context = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_interrupts)
+
+
 def _ignore_interrupts() -> None:
-    """Build processes leave Ctrl-C to the tuner, which shuts the pool down cleanly (otherwise
-    every one of them would print its own KeyboardInterrupt traceback)."""
+    """Helper processes leave Ctrl-C to the tuner, which shuts the pool down cleanly
+    (otherwise every one of them would print its own KeyboardInterrupt traceback)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -13,7 +13,6 @@ the build pool sits idle. A `FeaturePool` spreads them over processes.
 from __future__ import annotations
 
 import json
-import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -30,6 +29,7 @@ from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
 from tunehub.server.db import store
+from tunehub.server.tuner.executor import spawn_pool
 
 # Records of other workloads a cost model trains on besides the tuned one's: the newest ones.
 # Enough to transfer (a few workloads' worth), few enough to retrain in well under a second.
@@ -40,9 +40,9 @@ MIN_SHARE = 16
 
 
 class FeaturePool:
-    """Processes that extract feature vectors, a share of the configs each (spawned, as the
-    build pool is: the tuner may run threads a fork would copy mid-operation); with one
-    worker, this process. A context manager; its processes start on first use."""
+    """Processes that extract feature vectors, a share of the configs each (`spawn_pool`, as
+    the builds'); with one worker, this process. A context manager; its processes start on
+    first use."""
 
     def __init__(self, workers: int = 1) -> None:
         self.workers = workers
@@ -55,8 +55,7 @@ class FeaturePool:
         if self.workers < 2 or len(configs) <= MIN_SHARE:
             return _extract_share(signature, str(target), symbols, configs)
         if self._pool is None:
-            context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            self._pool = spawn_pool(self.workers)
         # Two shares a process (a slow share keeps the others waiting less), of at least
         # MIN_SHARE configs (each share costs a round trip and a pickled signature).
         size = max(MIN_SHARE, -(-len(configs) // (2 * self.workers)))
