@@ -211,14 +211,18 @@ def _one_pass(computes: list[Compute], names: set[str], sums_for: dict[str, str]
         shifted = Binary("-", x, first, dtype)
         s1, s2 = _fresh(f"{compute.name}_shifted", names), _fresh(f"{compute.name}_squares", names)
         sums_for.update(dict.fromkeys((s1, s2), compute.name))
-        rewritten.append(replace(compute, name=s1, body=shifted))
-        rewritten.append(replace(compute, name=s2, body=Binary("*", shifted, shifted, dtype)))
+        # The sums keep the accumulator's precision (a float16 variance's sums as float32:
+        # their difference is what is rounded), each term rounded as the program's own.
+        for name, term in ((s1, shifted), (s2, Binary("*", shifted, shifted, dtype))):
+            rewritten.append(
+                replace(compute, name=name, body=term, dtype=acc, term_dtype=compute.term)
+            )
         row = tuple(Var(a) for a in compute.axes)
         d = Cast(acc, Binary("-", found.c, first, dtype))
         n = Cast(acc, _size([r.extent for r in compute.reduce_axes]))
-        twice = Binary("*", Const(2.0, acc), Cast(acc, Load(s1, row, compute.dtype)), acc)
+        twice = Binary("*", Const(2.0, acc), Load(s1, row, acc), acc)
         spread = Binary("*", d, Binary("-", twice, Binary("*", n, d, acc), acc), acc)
-        value = Binary("-", Cast(acc, Load(s2, row, compute.dtype)), spread, acc)
+        value = Binary("-", Load(s2, row, acc), spread, acc)
         if found.op is not None and found.by is not None:
             value = Binary(found.op, value, Cast(acc, found.by), acc)
         rewritten.append(Compute(compute.name, compute.axes, compute.shape, compute.dtype, value))

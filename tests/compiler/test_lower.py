@@ -388,7 +388,50 @@ def test_one_pass_variance_agrees_with_the_reference_far_from_zero() -> None:
     assert len(space.analysis.stages) == 4
     apart = {**default, "s1.unroll": 1, "s2.unroll": 2}
     unfused = space.canonical({**default, "g0.fuse": False})
-    check_configs(program, CPU, [default, apart, unfused], {})
+    simd = {**default, **{f"s{n}.unroll": 1 for n in range(3)}}  # one `omp simd` reduction loop
+    scalar = {**default, **{f"s{n}.vec": 0 for n in range(3)}, "g0.pipeline": 0}
+    check_configs(program, CPU, [default, apart, unfused, simd, scalar], {})
+
+
+def test_one_pass_sums_of_a_half_variance_are_kept_at_the_accumulators_precision() -> None:
+    """A float16 variance of rows whose first term stands 30 above the rest: the sums are
+    shifted by that term, so their difference cancels about 64 * 900 down to the variance's
+    64 * 15. They are stored as float32 (each term rounded to float16, as the program's own
+    sum rounds its terms); stored as float16 (a step of 32 at 58000), this check fails."""
+    program = signature(
+        [
+            c(
+                "mu",
+                "i",
+                [8],
+                "(float32(x[i, k]) + where(k == 0, 30.0, 0.0)) / 64.0",
+                op="sum",
+                over={"k": 64},
+            ),
+            c(
+                "var",
+                "i",
+                [8],
+                "(float32(x[i, k]) + where(k == 0, 30.0, 0.0) - mu[i]) ** 2",
+                "float16",
+                op="sum",
+                over={"k": 64},
+            ),
+            c(
+                "y",
+                "ik",
+                [8, 64],
+                "float16(float32(x[i, k]) * rsqrt(float32(var[i]) + 1.0))",
+                "float16",
+            ),
+        ],
+        [t("x", [8, 64], "float16")],
+        ["y", "var"],
+    )
+    space = space_for(program, CPU)
+    sums = [s for s in space.analysis.stages if s.anchor.name in space.analysis.sums_for]
+    assert [(s.anchor.dtype, s.anchor.term) for s in sums] == [("float32", "float16")] * 2
+    check_configs(program, CPU, [space.default(), space.naive()], {})
 
 
 def test_pipelined_rows_run_one_after_another_where_no_chunking_fits() -> None:
