@@ -434,6 +434,28 @@ def test_one_pass_sums_of_a_half_variance_are_kept_at_the_accumulators_precision
     check_configs(program, CPU, [space.default(), space.naive()], {})
 
 
+def test_sibling_reductions_of_a_row_share_one_loop() -> None:
+    """A row's min and max (neither reads the other): one loop computes both, its
+    reductions combined; with nothing left to overlap, `pipeline` lays the rows out as
+    without it (a statement run in step with itself duplicated its locals)."""
+    program = signature(
+        [
+            c("lo", "i", [9], "x[i, k]", op="min", over={"k": 64}),
+            c("hi", "i", [9], "x[i, k]", op="max", over={"k": 64}),
+        ],
+        [t("x", [9, 64])],
+        ["lo", "hi"],
+    )
+    space = space_for(program, CPU)
+    default = space.default()
+    assert default["g0.fuse"] and default["g0.pipeline"]
+    fn = lower_function(program, CPU, default, space)
+    [loop] = [s for s in stmts(fn.body) if isinstance(s, For) and s.reduction]
+    assert [op for op, _ in loop.reduction] == ["min", "max"]
+    assert not _chunked(fn.body)
+    check_configs(program, CPU, [default, {**default, "s1.unroll": 2}], {})
+
+
 def test_pipelined_rows_run_one_after_another_where_no_chunking_fits() -> None:
     """Rows of 100 split into no whole vectors of 16: no chunk loop and no row blocks, the
     stages of each row in turn as without `pipeline`."""

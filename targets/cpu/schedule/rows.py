@@ -69,7 +69,7 @@ def fused_rows(ctx: Context, group: RowGroup, knobs: Config, members: RowBodies)
         for axis, size in zip(first.axes[: group.rows], first.shape[: group.rows], strict=True)
     ]
     body = siblings(members(tuple(var(lp.var) for lp in loops)))
-    if knobs["pipeline"]:
+    if knobs["pipeline"] and len(body) > 1:  # merged into one statement: nothing to overlap
         pipelined = _pipelined(ctx, loops, int(knobs["pipeline"]), body)
         if pipelined is not None:
             return pipelined
@@ -95,7 +95,8 @@ def siblings(body: list[Stmt]) -> list[Stmt]:
 def _merged(a: Stmt, b: Stmt) -> Stmt | None:
     """`a` and `b` as one statement whose loops run both bodies: where each is its locals'
     set-up, a run of loops with the same headers (extent, start, kind, factor), and what
-    follows (its stores), and neither touches what the other stores. Else None."""
+    follows (its stores), and neither touches what the other stores (their locals' names
+    are apart: `Context.fresh`). Else None."""
     first, second = _items(a), _items(b)
     la, lb = _loop_run(first), _loop_run(second)
     if la is None or lb is None or la.stop - la.start != lb.stop - lb.start:
