@@ -104,6 +104,27 @@ def half_matmul() -> Program:
     )
 
 
+def two_sided(expr: str, a: list[int], b: list[int], c: list[int], k: int) -> Program:
+    """`C[i, j]`, shaped `c`, the sum over k < `k` of `expr` over `A` and `B` so shaped."""
+    return load(
+        {
+            "name": "two_sided",
+            "inputs": [tensor("A", a), tensor("B", b)],
+            "computes": [
+                {
+                    "name": "C",
+                    "axes": ["i", "j"],
+                    "shape": c,
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"k": k}},
+                    "expr": expr,
+                }
+            ],
+            "outputs": ["C"],
+        }
+    )
+
+
 def matmul_outer() -> Program:
     """A matmul whose elements feed a 3-d product: fused as a row group over (i, j), the
     template computes one output element at a time."""
@@ -184,23 +205,7 @@ def test_a_transposed_side_is_packed_in_blocks_of_k() -> None:
     time, every lane of the panel per block, so the panel's strided writes stay in L1 (an NT
     matmul 256^3 0.287 -> 0.214 ms, AVX-512 Xeon, with the NN one at 0.19). k = 100 leaves
     a partial block; right with k blocks and without, and with the rows packed too."""
-    program = load(
-        {
-            "name": "nt",
-            "inputs": [tensor("A", [20, 100]), tensor("B", [45, 100])],
-            "computes": [
-                {
-                    "name": "C",
-                    "axes": ["i", "j"],
-                    "shape": [20, 45],
-                    "dtype": "float32",
-                    "reduce": {"op": "sum", "axes": {"k": 100}},
-                    "expr": "A[i, k] * B[j, k]",
-                }
-            ],
-            "outputs": ["C"],
-        }
-    )
+    program = two_sided("A[i, k] * B[j, k]", [20, 100], [45, 100], [20, 45], 100)
     configs = variants(program, {"kc": 64}, {"pack_rows": "rows"}, samples=2)
     fn = lower_function(program, CPU, configs[1])
     assert configs[1]["s0.pack_cols"]
@@ -447,23 +452,7 @@ def test_relayout_needs_a_layout_to_change() -> None:
     space = space_for(nn, CPU)
     assert space.check({**space.default(), "s0.relayout": True}) is not None
     assert not any(seed["s0.relayout"] for seed in space.seeds())
-    tt = load(
-        {
-            "name": "tt",
-            "inputs": [tensor("A", [19, 13]), tensor("B", [35, 19])],
-            "computes": [
-                {
-                    "name": "C",
-                    "axes": ["i", "j"],
-                    "shape": [13, 35],
-                    "dtype": "float32",
-                    "reduce": {"op": "sum", "axes": {"k": 19}},
-                    "expr": "A[k, i] * B[j, k]",
-                }
-            ],
-            "outputs": ["C"],
-        }
-    )
+    tt = two_sided("A[k, i] * B[j, k]", [19, 13], [35, 19], [13, 35], 19)
     relaid = {"relayout": True, "vec_side": "rhs", "pack_rows": "rows"}
     transposed_output = {"relayout": True, "vec_side": "lhs", "mr": 4, "nv": 1}
     check_configs(tt, CPU, variants(tt, relaid, transposed_output, samples=0), {})
