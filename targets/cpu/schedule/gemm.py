@@ -480,9 +480,10 @@ class Template:
             )
 
         def over_k() -> Stmt:
-            """One lane's k values."""
+            """One lane's k values (a plain k walks here only as `k_fastest`'s vector copy;
+            otherwise `_k_blocked` packs it)."""
             if not _walked(self.k):
-                loop = self._vector_loop(kk, depth) if k_fastest else Loop(kk, depth)
+                loop = self._vector_loop(kk, depth)
                 return nest([loop], Store(buf, (at(var(kk)),), value(var(kk))))
             return self._walk(
                 self.k,
