@@ -1,9 +1,11 @@
 """The tuning database's tables, as SQLAlchemy 2 typed declarative models.
 
 The schema itself is created and changed only by the Alembic migrations in `migrations/`; a test
-checks that the migrations and these models agree. Records, artifacts and cost models are
-append-only: nothing in tunehub updates or deletes them, because every measurement keeps paying
-(as a cache hit, and as cost-model training data). Tunings are the only mutable rows (progress).
+checks that the migrations and these models agree. Nothing in tunehub deletes records,
+artifacts or cost models, because every measurement keeps paying (as a cache hit, and as
+cost-model training data); artifacts and cost models never change. A record changes only when
+its kernel is measured again at a tuning's end (`server.tuner.confirmation`): it gains the
+repeats, or loses its `ok` status to a wrong answer. Tunings are mutable (progress).
 """
 
 from __future__ import annotations
@@ -166,8 +168,10 @@ class Record(Base):
     features: Mapped[list[float]] = mapped_column(JSONType)
     feature_version: Mapped[int] = mapped_column(Integer)
     status: Mapped[RecordStatus] = mapped_column(_status_type(RecordStatus))
-    latency_s: Mapped[float | None] = mapped_column(Double)  # median of `latencies_s`
-    latencies_s: Mapped[list[float]] = mapped_column(JSONType)  # every timed repeat
+    # The median of its measurement's repeats; the least median where it was measured again
+    # (`store.add_timings`). `latencies_s`: every timed repeat, in order.
+    latency_s: Mapped[float | None] = mapped_column(Double)
+    latencies_s: Mapped[list[float]] = mapped_column(JSONType)
     build_time_s: Mapped[float | None] = mapped_column(Double)
     max_error: Mapped[float | None] = mapped_column(Double)
     error_log: Mapped[str | None] = mapped_column(Text)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -488,6 +490,27 @@ def add_record(s: Session, new: NewRecord) -> Record:
     s.add(record)
     s.flush()
     return record
+
+
+def add_timings(record: Record, latencies_s: Sequence[float], max_error: float | None) -> None:
+    """Give an `ok` record the repeats of another measurement of its kernel. Its latency is
+    the least median of its measurements: a shared machine's neighbours only ever add time,
+    so the quietest measurement is the truest (and a best can only get better)."""
+    if record.status != RecordStatus.OK or not latencies_s:
+        raise ValueError(f"record {record.id}: only an ok record gains timings, and some")
+    record.latencies_s = [*record.latencies_s, *(float(t) for t in latencies_s)]
+    record.latency_s = min(record.latency_s or math.inf, statistics.median(latencies_s))
+    if max_error is not None:
+        record.max_error = max(record.max_error or 0.0, max_error)
+
+
+def demote(record: Record, status: RecordStatus, log: str) -> None:
+    """An `ok` record whose kernel failed when measured again (`status`, why in `log`): right
+    only sometimes, so never the best; its timings stay."""
+    if record.status != RecordStatus.OK or status == RecordStatus.OK:
+        raise ValueError(f"record {record.id}: only an ok record is demoted, to a failure")
+    record.status = status
+    record.error_log = f"measured again: {log}"
 
 
 def get_records(s: Session, *, ids: Sequence[int]) -> dict[int, Record]:

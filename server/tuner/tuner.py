@@ -7,6 +7,7 @@
           -> strategy.notify -> tuning progress -> progress callback
     until the trial budget is spent, the time limit (if any) has passed, the space is
     exhausted or the tuning is cancelled; why it stopped early is kept (`stop_reason`)
+    unless cancelled: the best few configs measured again (`confirmation`), then done
 
 A model-guided strategy (the default) learns from the featurizer's vectors and the transfer
 set (`featurizer`); the tuning's last model is saved in the database with its feature version
@@ -46,6 +47,7 @@ from tunehub.schemas.target import Target
 from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
 from tunehub.server.generations import BestGenerations
+from tunehub.server.tuner import confirmation
 from tunehub.server.tuner.executor import Executor
 from tunehub.server.tuner.featurizer import FeaturePool, Featurizer, learned, transfer_set
 from tunehub.server.tuner.lease import Lease, LeaseLost
@@ -81,7 +83,8 @@ SPACE_EXHAUSTED = "every valid config of the space is measured"
 @dataclass(frozen=True)
 class _Clock:
     """A wall-clock budget, from when a run starts. It is checked between batches, so a run
-    measures at least one batch and ends at most one batch after its limit."""
+    measures at least one batch and ends at most one batch (and its confirmation) after its
+    limit."""
 
     limit_s: float | None
     start: float = field(default_factory=time.monotonic)
@@ -107,6 +110,8 @@ class Tuner:
     its tunings to another stores nothing more (`lease.LeaseLost`). `feature_workers`
     processes extract the feature vectors a model-guided proposal scores (1: this process);
     they start with a tuning's first proposal and stop when `run` or `run_many` returns.
+    `contenders`: how many of the best records a tuning measures again at its end, not
+    counted as trials (`confirmation`; 0: none).
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class Tuner:
         generations: BestGenerations | None = None,
         lease: Lease | None = None,
         feature_workers: int = 1,
+        contenders: int = confirmation.CONTENDERS,
     ) -> None:
         self.sessions = sessions
         self.executor = executor
@@ -133,6 +139,7 @@ class Tuner:
         self.generations = generations
         self.lease = lease
         self.feature_pool = FeaturePool(feature_workers)
+        self.contenders = contenders
 
     def run(self, tuning_id: int, progress: ProgressCallback | None = None) -> TuningSummary:
         """Run (or resume) tuning `tuning_id` to its budget and mark it done; on an internal
@@ -143,7 +150,7 @@ class Tuner:
             if job is not None:
                 run, clock = _Run(self, job), _Clock(job.time_limit_s)
                 reason = None
-                while run.done < job.trials and not self._cancelled(job.tuning_id):
+                while run.done < job.trials and not self.cancelled(job.tuning_id):
                     if not run.step(min(self.batch_size, job.trials - run.done), progress):
                         reason = SPACE_EXHAUSTED
                         break
@@ -184,7 +191,7 @@ class Tuner:
                 i, run = task, runs[task]
                 assert run is not None  # a cancelled task is exhausted
                 n = min(scheduler.batch_for(i), run.job.trials - run.done)
-                cancelled = n <= 0 or self._cancelled(run.job.tuning_id)
+                cancelled = n <= 0 or self.cancelled(run.job.tuning_id)
                 ran = 0 if cancelled else run.step(n, progress)
                 scheduler.record(i, ran, run.best_latency_s, exhausted=cancelled or ran < n)
                 if clock.passed():
@@ -245,7 +252,7 @@ class Tuner:
                 time_limit_s=tuning.time_limit_s,
             )
 
-    def _cancelled(self, tuning_id: int) -> bool:
+    def cancelled(self, tuning_id: int) -> bool:
         """Re-read from the database: the API cancels a tuning by setting its status."""
         with session_scope(self.sessions) as s:
             tuning = store.get_tuning(s, tuning_id)
@@ -310,13 +317,7 @@ class _Run:
                 record = persist(s, context, config, result)
                 self.featurize.remember(config, record.features, record.feature_version)
             self.done += len(batch)
-            best = store.best_record(
-                s, workload_key=job.workload_key, target=context.target, symbols=context.symbols
-            )
-            store.update_tuning(
-                s, job.tuning_id, trials_done=self.done, best_record_id=best.id if best else None
-            )
-            self.best_latency_s = best.latency_s if best else None
+            self._name_best(s)
         if self.tuner.generations is not None:  # committed: now the API may look again
             self.tuner.generations.bump(job.workload_key)
         self.strategy.notify(
@@ -330,9 +331,12 @@ class _Run:
         return len(batch)
 
     def finish(self, reason: str | None = None) -> None:
-        """Save the last cost model and mark the tuning done, if it is still running: one
-        cancelled (or failed) meanwhile keeps that status (`store.move_tunings`). `reason`:
-        why it stopped before its trials, kept for its status."""
+        """Measure the contenders again, save the last cost model and mark the tuning done,
+        if it is still running: one cancelled (or failed) meanwhile keeps that status
+        (`store.move_tunings`). `reason`: why it stopped before its trials, kept for its
+        status."""
+        if not self.tuner.cancelled(self.job.tuning_id):
+            self._confirm()
         with session_scope(self.tuner.sessions) as s:
             if reason is not None:
                 store.update_tuning(s, self.job.tuning_id, stop_reason=reason)
@@ -345,6 +349,46 @@ class _Run:
                     blob=self.guide.model.save(),
                 )
             store.move_tunings(s, [self.job.tuning_id], TuningStatus.DONE)
+
+    def _confirm(self) -> None:
+        """Measure the best few records again, in one batch (`confirmation`)."""
+        job, context = self.job, self.context
+        with session_scope(self.tuner.sessions) as s:
+            records = store.list_records(
+                s,
+                workload_key=job.workload_key,
+                target=context.target,
+                symbols=context.symbols,
+                status=RecordStatus.OK,
+                limit=None,
+            )
+            chosen = [
+                (r.id, dict(r.config))
+                for r in confirmation.contenders(records, self.tuner.contenders)
+            ]
+        if not chosen:
+            return
+        results = self.tuner.executor.run([self._request(config) for _, config in chosen])
+        with session_scope(self.tuner.sessions) as s:
+            if self.tuner.lease is not None:
+                self.tuner.lease.check(s, job.tuning_id)
+            found = store.get_records(s, ids=[record_id for record_id, _ in chosen])
+            for (record_id, _), result in zip(chosen, results, strict=True):
+                confirmation.settle(found[record_id], result)
+            self._name_best(s)
+        if self.tuner.generations is not None:
+            self.tuner.generations.bump(job.workload_key)
+
+    def _name_best(self, s: Session) -> None:
+        """Point the tuning at the workload's best record, with its trials done so far."""
+        job, context = self.job, self.context
+        best = store.best_record(
+            s, workload_key=job.workload_key, target=context.target, symbols=context.symbols
+        )
+        store.update_tuning(
+            s, job.tuning_id, trials_done=self.done, best_record_id=best.id if best else None
+        )
+        self.best_latency_s = best.latency_s if best else None
 
     def _request(self, config: Config) -> CandidateRequest:
         tuner, context = self.tuner, self.context
