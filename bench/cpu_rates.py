@@ -99,7 +99,7 @@ def main() -> None:
         f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
         f"`python bench/cpu_rates.py --trials {args.trials}{option}` (one thread each, every "
         "workload tuned from scratch in this run, then each pair's best kernels timed in turn, "
-        "the fastest of seven rounds).\n\n"
+        "the fastest repeat of seven rounds).\n\n"
     )
     out = report_path("cpu_rates", cpu_tag(cpu_isa()) + suffix)
     best = "\n\nThe tuned kernels:\n\n" + "\n".join(configs)

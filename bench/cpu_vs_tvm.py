@@ -8,8 +8,9 @@ The workloads are the signatures in `bench/data/vs_tvm/` (matmul 128^3 and 512^3
 conv2d, softmax, layernorm, rmsnorm, and the int4 weight-only linear written as MLC-LLM lowers
 it, at seq_len 32); `bench/tvm_workloads.py` writes each in TE for TVM (see its doc for the
 Python it needs). Each is tuned from scratch: tunehub through the real tuner and local
-executor on a fresh database, TVM with `tune_tir` in a child process. Both best kernels run on
-the same random inputs; TVM's output is checked against tunehub's reference evaluator (TVM
+executor on a fresh database, TVM with `tune_tir` in a child process. Both best kernels are
+timed by one rule (the median of 9 batches of at least 50 ms) and run on the same random
+inputs; TVM's output is checked against tunehub's reference evaluator (TVM
 accumulates the int4 linear in float16 as the TIR says, so its error there is larger; its
 signature is version 1, whose rounding of every product is the nearer to TVM's float16
 arithmetic, and which every earlier report measured) and
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
-from bench.tuning import scratch_database, tune  # noqa: E402
+from bench.tuning import Tuned, median_latency, scratch_database, tune  # noqa: E402
 from tunehub.compiler.inputs import random_inputs  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
 from tunehub.compiler.reference import evaluate  # noqa: E402
@@ -98,6 +99,12 @@ def run_workload(name: str, trials: int, tvm_python: Path, seed: int) -> Row:
             )
         if summary.best is None:
             raise SystemExit(f"{name}: tunehub found no verified kernel ({summary.failures})")
+        best = Tuned(
+            TaskSignature.model_validate_json(document),
+            symbols,
+            dict(summary.best.config),
+            summary.best.latency_s,
+        )
         given, produced = Path(tmp, "inputs.npz"), Path(tmp, "outputs.npz")
         np.savez(given, **{f"arg{n}": inputs[t.name] for n, t in enumerate(program.inputs)})
         command = [str(tvm_python), str(ROOT / "bench" / "tvm_workloads.py"), name, str(trials)]
@@ -113,7 +120,7 @@ def run_workload(name: str, trials: int, tvm_python: Path, seed: int) -> Row:
     error = "ok" if checked.ok else f"off: max abs error {checked.max_abs_err:.3g}"
     return Row(
         name,
-        summary.best.latency_s,
+        median_latency(best),
         wall,
         tvm["tuned_s"],
         tvm["tuning_wall_s"],

@@ -78,7 +78,7 @@ def main() -> None:
         f"# Equivalent forms tuned side by side, {day}\n\n"
         f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
         f"`python bench/forms.py --trials {args.trials}{option}` (one thread each; each family's "
-        "best kernels then timed in turn, the fastest of seven rounds).\n\n"
+        "best kernels then timed in turn, the fastest repeat of seven rounds).\n\n"
     )
     out = report_path("forms", cpu_tag(cpu_isa()) + suffix)
     best = "\n\nThe tuned kernels:\n\n" + "\n".join(configs)

@@ -89,12 +89,34 @@ def tune_cpu(document: dict[str, Any], trials: int, symbols: dict[str, int] | No
     return Tuned(signature, symbols or {}, dict(summary.best.config), summary.best.latency_s)
 
 
+def median_latency(kernel: Tuned, repeats: int = 9, min_repeat_s: float = 0.05) -> float:
+    """The kernel timed once more by the rule a peer's timer uses (the median of `repeats`
+    batches of at least `min_repeat_s`), rather than the tuning's own bookkeeping (the lesser
+    median where a contender was measured twice)."""
+    with LocalExecutor(workers=1) as executor:
+        target = executor.resolve(Target(kind="cpu")).model_dump()
+        request = CandidateRequest(
+            signature=kernel.signature.model_dump(mode="json"),
+            target=target,
+            config=kernel.config,
+            symbols=kernel.symbols,
+            repeats=repeats,
+            min_repeat_s=min_repeat_s,
+        )
+        (result,) = executor.run([request])
+    if result.latency_s is None:
+        raise SystemExit(f"timing {kernel.signature.name}: {result.log}")
+    return result.latency_s
+
+
 def retime(kernels: Sequence[Tuned], rounds: int = 7) -> list[float]:
-    """Each kernel's best latency over `rounds` rounds that time every kernel once in turn
+    """Each kernel's fastest repeat over `rounds` rounds that time every kernel once in turn
     (one thread). A shared machine's speed drifts over minutes (a VM's AVX-512 Xeon ran one
-    kernel at 0.55 and at 0.86 ms a few minutes apart), so kernels compared with each other
-    are timed side by side, not minutes apart in their own tunings; the fastest round is the
-    one least slowed by the machine's neighbours."""
+    kernel at 0.55 and at 0.86 ms a few minutes apart) and its neighbours slow it in bursts
+    (the same kernel timed twice in a row, seven rounds each, came out 0.20 and 0.28 ms by
+    the fastest round's median), so kernels compared with each other are timed side by side,
+    not minutes apart in their own tunings, and by their fastest repeat (a batch of calls of
+    at least 10 ms): the one least slowed by the machine's neighbours."""
     with LocalExecutor(workers=1) as executor:
         target = executor.resolve(Target(kind="cpu")).model_dump()
         requests = [
@@ -112,5 +134,5 @@ def retime(kernels: Sequence[Tuned], rounds: int = 7) -> list[float]:
     for n, result in enumerate(results):
         if result.latency_s is None:
             raise SystemExit(f"retiming {kernels[n % len(kernels)].signature.name}: {result.log}")
-        times[n % len(kernels)].append(result.latency_s)
+        times[n % len(kernels)].extend(result.latencies_s)
     return [min(t) for t in times]
