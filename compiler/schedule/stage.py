@@ -122,6 +122,12 @@ class Schedule(ABC):
     def canonical(self, stage: Stage, target: Target, config: Config) -> Config:
         return config
 
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+        """`config` for the stage computed inside a fused row group's loop over its first
+        `rows` axes, with the knobs that leave that kernel unchanged (its own parallel
+        loops, say) at their first values, so that one kernel has one config."""
+        return config
+
     @abstractmethod
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt: ...
 

@@ -52,9 +52,10 @@ class EvolutionarySearch(SearchStrategy):
         return self.rng.choices(population, weights=weights)[0][1]
 
     def _crossover(self, a: Config, b: Config) -> Config:
-        """Each knob from either parent; `a` itself when no valid mix turns up."""
+        """Each knob from either parent (those the mix leaves unused back at their first
+        values); `a` itself when no valid mix turns up."""
         for _ in range(_CROSSOVER_TRIES):
-            child = {name: self.rng.choice((a[name], b[name])) for name in a}
+            child = self.space.canonical({name: self.rng.choice((a[name], b[name])) for name in a})
             if self.space.check(child) is None:
                 return child
         return a

@@ -3,8 +3,9 @@
 Knobs are prefixed by stage (`s0.parallel`, `s1.vec`); each row group that analysis found
 (stages sharing leading row axes, e.g. softmax's max, sum and normalize) adds `g<n>.fuse`:
 when true the group's stages are computed row by row inside one parallel loop over the rows
-(each row's data stays in cache between the stages), and the grouped stages' own
-`parallel`/`split` knobs are ignored. On CUDA targets a fused group is one kernel with one
+(each row's data stays in cache between the stages), and the grouped stages' knobs that this
+leaves unused (on the CPU their own `parallel`/`split`, and the tiles of the row axes) keep
+their first values (`Schedule.in_rows`). On CUDA targets a fused group is one kernel with one
 block per row, and the grouped stages' `group` knobs (outputs or splits per block) are ignored,
 so its block is one-dimensional and no larger than its largest stage's. A target may give a
 fused group knobs of its own (`CompilerBackend.group_knobs`, as `g<n>.<name>`: CUDA's
@@ -85,7 +86,7 @@ class ProgramSpace(Space):
         return self._merged(False, "naive")
 
     def default(self) -> Config:
-        return self._merged(True, "default")
+        return self.canonical(self._merged(True, "default"))
 
     def seeds(self, symbols: Mapping[str, int] | None = None) -> list[Config]:
         """Seed `n` sets every stage to its schedule's seed `n` (the default where a stage
@@ -118,7 +119,7 @@ class ProgramSpace(Space):
             own = {k: rng.choice(v) for k, v in self.backend.group_knobs.items()}
             valid = fuse and not self.backend.group_error(self.analysis, group, self.target, own)
             config.update(self._group(n, fuse, own if valid else self._unfused()))
-        return config
+        return self.canonical(config)
 
     def _sample_stage(self, stage: Stage, rng: random.Random) -> Config:
         prefix = stage_prefix(stage)
@@ -133,17 +134,30 @@ class ProgramSpace(Space):
         return {prefix + k: v for k, v in default.items()}
 
     def canonical(self, config: Config) -> Config:
-        """Each stage's knobs in its schedule's canonical form (`Schedule.canonical`), and the
-        own knobs of groups not fused at their first values."""
+        """Each stage's knobs in its schedule's canonical form (`Schedule.canonical`, and
+        `Schedule.in_rows` in a fused group), and the own knobs of groups not fused at their
+        first values."""
         result = dict(config)
         for n in range(len(self.analysis.groups)):
             if not config.get(group_knob(n), True):
                 result.update(self._group(n, False, self._unfused()))
         for stage in self.analysis.stages:
-            schedule = schedule_for(stage, self.target)
-            own = schedule.canonical(stage, self.target, self.stage_config(stage, config))
+            own = self._canonical_stage(stage, config, self.stage_config(stage, config))
             result.update({stage_prefix(stage) + k: v for k, v in own.items()})
         return result
+
+    def _canonical_stage(self, stage: Stage, config: Config, own: Config) -> Config:
+        schedule = schedule_for(stage, self.target)
+        own = schedule.canonical(stage, self.target, own)
+        rows = self._fused_rows(stage, config)
+        return own if rows is None else schedule.in_rows(stage, self.target, own, rows)
+
+    def _fused_rows(self, stage: Stage, config: Config) -> int | None:
+        """The row axes of the fused group `stage` is computed in, if any."""
+        for n, group in enumerate(self.analysis.groups):
+            if stage.index in group.stages and config.get(group_knob(n), False):
+                return group.rows
+        return None
 
     def check(self, config: Config) -> str | None:
         reason = super().check(config)
@@ -152,6 +166,8 @@ class ProgramSpace(Space):
         for stage in self.analysis.stages:
             own = self.stage_config(stage, config)
             reason = schedule_for(stage, self.target).check(stage, self.target, own)
+            if reason is None and self._canonical_stage(stage, config, own) != own:
+                reason = "knobs that leave its kernel unchanged keep their first values"
             if reason is not None:
                 return f"stage {stage.index} ({stage.anchor.name}): {reason}"
         for n, group in enumerate(self.analysis.groups):

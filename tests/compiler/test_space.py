@@ -86,8 +86,33 @@ def test_space_knobs_reach_the_code() -> None:
     program = s.program
     fused = lower(program, CPU, s.default()).source
     assert fused.count("#pragma omp parallel for") == 1
-    unfused = lower(program, CPU, s.canonical({**s.default(), "g0.fuse": False})).source
-    assert unfused.count("#pragma omp parallel for") == 3
+    parallel = {k: 1 for k in s.knobs if k.endswith(".parallel")}
+    unfused = {**s.canonical({**s.default(), "g0.fuse": False}), **parallel}
+    assert lower(program, CPU, unfused).source.count("#pragma omp parallel for") == 3
+
+
+def test_a_fused_row_keeps_the_knobs_it_leaves_unused_at_their_first_values() -> None:
+    """Inside a fused row a stage has no parallel loop of its own, and a row sum no column
+    order: configs that differ only there are one kernel, so one config."""
+    s = space("softmax")
+    fused = s.default()
+    assert {fused[f"s{n}.parallel"] for n in range(3)} == {0}
+    assert fused["s0.cols"] == fused["s0.split"] == 0
+    for knob, value in (
+        ("s0.parallel", 1),
+        ("s1.split", True),
+        ("s1.cols", 16),
+        ("s2.parallel", 1),
+    ):
+        varied = {**fused, knob: value}
+        assert s.check(varied) is not None, knob
+        assert s.canonical(varied) == fused
+    reason = s.check({**fused, "s0.parallel": 1}) or ""
+    assert "knobs that leave its kernel unchanged keep their first values" in reason
+    rng = random.Random(0)
+    drawn = [s.sample(rng) for _ in range(200)]
+    assert all(s.check(c) is None for c in drawn)
+    assert any(c["g0.fuse"] for c in drawn) and any(not c["g0.fuse"] for c in drawn)
 
 
 @settings(

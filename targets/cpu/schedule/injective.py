@@ -87,6 +87,17 @@ class Injective(Schedule):
         config["vec"] = self.knobs(stage, target)["vec"][-1]
         return config
 
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+        """Inside a row the stage has no parallel loop of its own, tiles only the axes left
+        after the rows, and has no loop at all where the rows are all its axes."""
+        free = len(stage.axes) - rows
+        if free == 0:
+            unused = list(config)
+        else:
+            unused = ["parallel"] if free >= 2 else ["parallel", "tile_r"]
+        first = self.naive(stage, target)
+        return {**config, **{k: first[k] for k in unused if k in config}}
+
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         if not config:
             return None

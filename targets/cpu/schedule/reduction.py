@@ -106,6 +106,13 @@ class Reduction(Schedule):
             config["unroll"] = _accumulators(stage, int(config["vec"]), knobs["unroll"])
         return config
 
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+        """Inside a row the stage has no parallel loop of its own, and no column order
+        where the rows are all its axes."""
+        unused = ["parallel", "split"] + (["cols"] if rows == len(stage.axes) else [])
+        first = self.naive(stage, target)
+        return {**config, **{k: first[k] for k in unused if k in config}}
+
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         cols, parallel = int(config.get("cols", 0)), int(config["parallel"])
         if config["split"] and (cols or parallel):
