@@ -37,6 +37,7 @@ from tunehub.schemas.target import Target
 from tunehub.server.db import store
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner.confirmation import CONTENDERS
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.json"))
 TRIALS = 16
@@ -97,7 +98,10 @@ def test_example_tunes_and_its_best_kernel_matches_the_reference(
     assert summary.best is not None
     with session_scope(sessions) as s:
         records = store.list_records(s, tuning_id=tuning_id, limit=None)
-    assert all(len(r.latencies_s) <= REPEATS for r in records if r.status == RecordStatus.OK)
+    # REPEATS repeats a measurement; the contenders were measured twice (`confirmation`).
+    timed = [len(r.latencies_s) for r in records if r.status == RecordStatus.OK]
+    assert all(n <= 2 * REPEATS for n in timed)
+    assert sum(n > REPEATS for n in timed) <= CONTENDERS
     if any(stage.kind == CONTRACTION for stage in analyze(program).stages):
         naive_key = Space.key(space_for(program, target).naive())
         naive = next(r for r in records if r.config_key == naive_key)
