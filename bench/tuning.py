@@ -94,16 +94,8 @@ def median_latency(kernel: Tuned, repeats: int = 9, min_repeat_s: float = 0.05) 
     batches of at least `min_repeat_s`), rather than the tuning's own bookkeeping (the lesser
     median where a contender was measured twice)."""
     with LocalExecutor(workers=1) as executor:
-        target = executor.resolve(Target(kind="cpu")).model_dump()
-        request = CandidateRequest(
-            signature=kernel.signature.model_dump(mode="json"),
-            target=target,
-            config=kernel.config,
-            symbols=kernel.symbols,
-            repeats=repeats,
-            min_repeat_s=min_repeat_s,
-        )
-        (result,) = executor.run([request])
+        target = executor.resolve(Target(kind="cpu"))
+        (result,) = executor.run([_request(target, kernel, repeats, min_repeat_s)])
     if result.latency_s is None:
         raise SystemExit(f"timing {kernel.signature.name}: {result.log}")
     return result.latency_s
@@ -118,21 +110,28 @@ def retime(kernels: Sequence[Tuned], rounds: int = 7) -> list[float]:
     not minutes apart in their own tunings, and by their fastest repeat (a batch of calls of
     at least 10 ms): the one least slowed by the machine's neighbours."""
     with LocalExecutor(workers=1) as executor:
-        target = executor.resolve(Target(kind="cpu")).model_dump()
-        requests = [
-            CandidateRequest(
-                signature=k.signature.model_dump(mode="json"),
-                target=target,
-                config=k.config,
-                symbols=k.symbols,
-            )
-            for _ in range(rounds)
-            for k in kernels
-        ]
-        results = executor.run(requests)
+        target = executor.resolve(Target(kind="cpu"))
+        results = executor.run([_request(target, k) for _ in range(rounds) for k in kernels])
     times: list[list[float]] = [[] for _ in kernels]
     for n, result in enumerate(results):
         if result.latency_s is None:
             raise SystemExit(f"retiming {kernels[n % len(kernels)].signature.name}: {result.log}")
         times[n % len(kernels)].extend(result.latencies_s)
     return [min(t) for t in times]
+
+
+def _request(
+    target: Target,
+    kernel: Tuned,
+    repeats: int = CandidateRequest.repeats,
+    min_repeat_s: float = CandidateRequest.min_repeat_s,
+) -> CandidateRequest:
+    """`kernel` to build and time for `target` (complete), one thread."""
+    return CandidateRequest(
+        signature=kernel.signature.model_dump(mode="json"),
+        target=target.model_dump(),
+        config=kernel.config,
+        symbols=kernel.symbols,
+        repeats=repeats,
+        min_repeat_s=min_repeat_s,
+    )

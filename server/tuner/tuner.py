@@ -310,16 +310,12 @@ class _Run:
         if not batch:
             return 0
         results = self.tuner.executor.run([self._request(c) for c in batch])
-        with session_scope(self.tuner.sessions) as s:
-            if self.tuner.lease is not None:
-                self.tuner.lease.check(s, job.tuning_id)
+        with self._storing() as s:
             for config, result in zip(batch, results, strict=True):
                 record = persist(s, context, config, result)
                 self.featurize.remember(config, record.features, record.feature_version)
             self.done += len(batch)
             self._name_best(s)
-        if self.tuner.generations is not None:  # committed: now the API may look again
-            self.tuner.generations.bump(job.workload_key)
         self.strategy.notify(
             [(c, learned(r.status, r.latency_s)) for c, r in zip(batch, results, strict=True)]
         )
@@ -369,15 +365,22 @@ class _Run:
         if not chosen:
             return
         results = self.tuner.executor.run([self._request(config) for _, config in chosen])
-        with session_scope(self.tuner.sessions) as s:
-            if self.tuner.lease is not None:
-                self.tuner.lease.check(s, job.tuning_id)
+        with self._storing() as s:
             found = store.get_records(s, ids=[record_id for record_id, _ in chosen])
             for (record_id, _), result in zip(chosen, results, strict=True):
                 confirmation.settle(found[record_id], result)
             self._name_best(s)
+
+    @contextmanager
+    def _storing(self) -> Iterator[Session]:
+        """The transaction that stores results: under the lease, if any; once it commits,
+        the API may look again (the workload's generation is bumped)."""
+        with session_scope(self.tuner.sessions) as s:
+            if self.tuner.lease is not None:
+                self.tuner.lease.check(s, self.job.tuning_id)
+            yield s
         if self.tuner.generations is not None:
-            self.tuner.generations.bump(job.workload_key)
+            self.tuner.generations.bump(self.job.workload_key)
 
     def _name_best(self, s: Session) -> None:
         """Point the tuning at the workload's best record, with its trials done so far."""
