@@ -6,8 +6,9 @@ when true the group's stages are computed row by row inside one parallel loop ov
 (each row's data stays in cache between the stages), and the grouped stages' knobs that this
 leaves unused (on the CPU their own `parallel`/`split`, and the tiles of the row axes) keep
 their first values (`Schedule.in_rows`). On CUDA targets a fused group is one kernel with one
-block per row, and the grouped stages' `group` knobs (outputs or splits per block) are ignored,
-so its block is one-dimensional and no larger than its largest stage's. A target may give a
+block per row, and the grouped stages' `group` and `items` knobs (outputs, splits or elements
+per block) keep their first values, so its block is one-dimensional and no larger than its
+largest stage's. A target may give a
 fused group knobs of its own (`CompilerBackend.group_knobs`, as `g<n>.<name>`: CUDA's
 `g<n>.cache` holds the rows read more than once in shared memory).
 """

@@ -15,9 +15,13 @@ from hypothesis import strategies as st
 
 from tests.compiler.cbuild import HOST, check_configs
 from tests.strategies import signatures, symbol_values
-from tunehub.compiler.lower import lower
+from tunehub.compiler.analysis import Stage
+from tunehub.compiler.backend import schedule_for
+from tunehub.compiler.lower import kernel_of, lower, lower_function
 from tunehub.compiler.program import load
 from tunehub.compiler.space import ProgramSpace, space_for
+from tunehub.compiler.space.program import group_knob, stage_prefix
+from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 
 CPU = HOST  # the kernels are run here
@@ -113,6 +117,75 @@ def test_a_fused_row_keeps_the_knobs_it_leaves_unused_at_their_first_values() ->
     drawn = [s.sample(rng) for _ in range(200)]
     assert all(s.check(c) is None for c in drawn)
     assert any(c["g0.fuse"] for c in drawn) and any(not c["g0.fuse"] for c in drawn)
+
+
+# A GEMM whose every output a fused row group's later stage reads (rows = both its axes).
+MATMUL_EXPANDED = {
+    "version": 1,
+    "name": "matmul_expanded",
+    "inputs": [
+        {"name": "A", "shape": [64, 32], "dtype": "float32"},
+        {"name": "B", "shape": [32, 48], "dtype": "float32"},
+        {"name": "Z", "shape": [64, 48, 8], "dtype": "float32"},
+    ],
+    "computes": [
+        {
+            "name": "C",
+            "axes": ["i", "j"],
+            "shape": [64, 48],
+            "dtype": "float32",
+            "reduce": {"op": "sum", "axes": {"k": 32}},
+            "expr": "A[i, k] * B[k, j]",
+        },
+        {
+            "name": "D",
+            "axes": ["i", "j", "l"],
+            "shape": [64, 48, 8],
+            "dtype": "float32",
+            "expr": "C[i, j] * Z[i, j, l]",
+        },
+    ],
+    "outputs": ["D"],
+}
+
+
+class _AnyForm(ProgramSpace):
+    """The space with every form of a fused row's stage config admitted, canonical or not:
+    what each lowers to is the question."""
+
+    def _canonical_stage(self, stage: Stage, config: Config, own: Config) -> Config:
+        return schedule_for(stage, self.target).canonical(stage, self.target, own)
+
+
+@pytest.mark.parametrize("target", [CPU, Target(kind="cuda", arch="sm_90")], ids=str)
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm", "matmul_expanded"])
+def test_in_a_fused_row_one_kernel_has_one_config(name: str, target: Target) -> None:
+    """Changing one knob of a fused row group's stage changes the kernel exactly when it
+    changes the canonical config (no knob merged that matters, none left that does not)."""
+    document = MATMUL_EXPANDED if name == "matmul_expanded" else None
+    program = load(document or json.loads((EXAMPLES / f"{name}.json").read_text()))
+    s, any_form = space_for(program, target), _AnyForm(program, target)
+    fused = {group_knob(n): True for n in range(len(s.analysis.groups))}
+    rng = random.Random(name)
+    bases = [s.default(), *(s.canonical({**s.sample(rng), **fused}) for _ in range(2))]
+    knobs = [
+        k
+        for group in s.analysis.groups
+        for n in group.stages
+        for k in s.knobs
+        if k.startswith(stage_prefix(s.analysis.stages[n]))
+    ]
+    for base in (b for b in bases if s.check(b) is None):
+        kernel = lower(program, target, base).source
+        for knob in knobs:
+            for value in s.knobs[knob]:
+                varied = {**base, knob: value}
+                if value == base[knob] or any_form.check(varied) is not None:
+                    continue
+                same = lower_function(program, target, varied, any_form)
+                assert (kernel_of(same, target.kind).source == kernel) == (
+                    s.canonical(varied) == base
+                ), f"{knob}={value}"
 
 
 @settings(

@@ -243,6 +243,14 @@ class PackedGemm(Schedule):
             config["pack_cols"] = False
         return config
 
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+        """Inside a fused row the stage has no parallel loop of its own, always packs its
+        columns and copies nothing to another layout (`Template`)."""
+        if plan(stage) is None:
+            return self.fallback.in_rows(stage, target, config, rows)
+        first = self.naive(stage, target)
+        return {**config, **{k: first[k] for k in ("parallel", "pack_cols", "relayout")}}
+
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         found = plan(stage)
         if found is None:

@@ -259,6 +259,12 @@ class CudaContraction(Schedule):
         resets = {name: values[0] for name, values in _unused(config).items() if name in config}
         return {**config, **resets}
 
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+        """Inside a fused row the stage is the plain kernel (`lower`): no knob of its own."""
+        if plan(stage) is None:
+            return self.fallback.in_rows(stage, target, config, rows)
+        return self.naive(stage, target)
+
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         found = plan(stage)
         if found is None:

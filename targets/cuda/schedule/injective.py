@@ -44,5 +44,9 @@ class Injective(Schedule):
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         return block_error(target, int(config["threads"]))
 
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+        """The block's threads loop over the row's outputs: no fixed number per thread."""
+        return {**config, "items": ITEMS[0]}
+
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
         return per_output(stage, ctx, rows, int(config["threads"]), int(config["items"]))

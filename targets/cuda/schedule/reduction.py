@@ -74,6 +74,10 @@ class Reduction(Schedule):
         shared = slots * dtypes.itemsize(accumulator_dtype(stage)) if slots > 1 else 0
         return block_error(target, threads * group, shared)
 
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+        """The block already belongs to one row: no outputs or term splits per block."""
+        return {**config, "group": GROUPS[0]}
+
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
         threads, unroll = int(config["threads"]), int(config["unroll"])
         group = 1 if rows else int(config["group"])
