@@ -6,14 +6,16 @@ trial budget, one thread each, same inputs.
 
 The workloads are the signatures in `bench/data/vs_tvm/` (matmul 128^3 and 512^3, a 3x3
 conv2d, softmax, layernorm, rmsnorm, and the int4 weight-only linear written as MLC-LLM lowers
-it, at seq_len 32); `bench/tvm_workloads.py` writes each in TE for TVM (see its doc for the
-Python it needs). Each is tuned from scratch: tunehub through the real tuner and local
+it, at seq_len 32, in both signature versions: `_v2` is what `frontends/tir.py` writes for
+MLC's TIR, products unrounded, the float32 sum rounded once); `bench/tvm_workloads.py` writes
+each in TE for TVM (see its doc for the Python it needs; both int4 rows are one TE, computed
+as TVM computes it). Each is tuned from scratch: tunehub through the real tuner and local
 executor on a fresh database, TVM with `tune_tir` in a child process. Both best kernels are
 timed by one rule (the median of 9 batches of at least 50 ms) and run on the same random
 inputs; TVM's output is checked against tunehub's reference evaluator (TVM
-accumulates the int4 linear in float16 as the TIR says, so its error there is larger; its
-signature is version 1, whose rounding of every product is the nearer to TVM's float16
-arithmetic, and which every earlier report measured) and
+accumulates the int4 linear in float16 as the TIR says, so its error there is larger: the
+version 1 row rounds every product, the nearer to TVM's float16 arithmetic, and is the one
+earlier reports measured) and
 numpy's time on one thread is shown beside them (`worker.measure.library`).
 
 Prints a table and writes `docs/benchmarks/cpu_vs_tvm-<date>-<isa>.md` with the machine (CPU model
@@ -51,7 +53,7 @@ from tunehub.worker.device import cpu_isa  # noqa: E402
 from tunehub.worker.measure.library import library_latency  # noqa: E402
 
 WORKLOADS = ROOT / "bench" / "data" / "vs_tvm"
-SYMBOLS = {"int4_linear_mlc_seq32": {"seq_len": 32}}
+SYMBOLS = {"int4_linear_mlc_seq32": {"seq_len": 32}, "int4_linear_mlc_seq32_v2": {"seq_len": 32}}
 ORDER = (
     "matmul_128",
     "matmul_512",
@@ -60,6 +62,7 @@ ORDER = (
     "layernorm_128x768",
     "rmsnorm_128x768",
     "int4_linear_mlc_seq32",
+    "int4_linear_mlc_seq32_v2",
 )
 
 
