@@ -49,7 +49,9 @@ class Explanation:
 
     @property
     def space_size(self) -> int:
-        """Configs in the space before its constraints: the product of the knobs' choices."""
+        """The product of the knobs' choices: an upper bound on the distinct configs, which
+        constraints and canonical forms (unused knobs at their first values) cut, often by
+        orders of magnitude; counting them exactly would enumerate the product."""
         return math.prod(len(k.values) for k in self.knobs)
 
 
@@ -122,7 +124,8 @@ def render_text(explanation: Explanation) -> list[str]:
             lines.append(f"  applied as stored: {', '.join(s.epilogue)}")
         lines.append(f"  schedule {s.schedule}: {s.why}")
     lines += [f"group {g}" for g in explanation.groups]
-    lines.append(f"knobs ({len(explanation.knobs)}; {explanation.space_size:,} configs):")
+    size = f"at most {explanation.space_size:,} configs, before constraints"
+    lines.append(f"knobs ({len(explanation.knobs)}; {size}):")
     width = max((len(k.name) for k in explanation.knobs), default=0)
     for k in explanation.knobs:
         values = ", ".join(str(v) for v in k.values)
