@@ -12,15 +12,15 @@ each in TE for TVM (see its doc for the Python it needs; both int4 rows are one 
 as TVM computes it). Each is tuned from scratch: tunehub through the real tuner and local
 executor on a fresh database, TVM with `tune_tir` in a child process. Both best kernels are
 timed by one rule (the median of 9 batches of at least 50 ms) and run on the same random
-inputs; TVM's output is checked against tunehub's reference evaluator (TVM
-accumulates the int4 linear in float16 as the TIR says, so its error there is larger: the
-version 1 row rounds every product, the nearer to TVM's float16 arithmetic, and is the one
-earlier reports measured) and
-numpy's time on one thread is shown beside them (`worker.measure.library`).
+inputs; TVM's output is checked against tunehub's reference evaluator (TVM accumulates the
+int4 linear in float16 as the TIR says, so its error there is larger: the version 1 row
+rounds every product, the nearer to TVM's float16 arithmetic, and is the one earlier reports
+measured). Beside them: numpy's time on one thread (`worker.measure.library`) and, for a row
+program, its copy floor (its first input copied to its output, `copy_floor`).
 
 Prints a table and writes `docs/benchmarks/cpu_vs_tvm-<date>-<isa>.md` with the machine (CPU model
 and ISA) and commit: per workload both latencies, tunehub's speed relative to TVM, both
-tuning times, and the geometric mean.
+tuning times, and the geometric mean; each row program's two kernels against its copy floor.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
-from bench.tuning import Tuned, median_latency, scratch_database, tune  # noqa: E402
+from bench.tuning import Tuned, median_latency, scratch_database, tune, tune_cpu  # noqa: E402
 from tunehub.compiler.inputs import random_inputs  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
 from tunehub.compiler.reference import evaluate  # noqa: E402
@@ -64,6 +65,7 @@ ORDER = (
     "int4_linear_mlc_seq32",
     "int4_linear_mlc_seq32_v2",
 )
+FLOOR_TRIALS = 16
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Row:
     tvm_tuning_s: float
     tvm_error: str
     numpy_s: float
+    floor_s: float | None
 
     @property
     def speed(self) -> float:
@@ -129,21 +132,50 @@ def run_workload(name: str, trials: int, tvm_python: Path, seed: int) -> Row:
         tvm["tuning_wall_s"],
         error,
         library_latency(program, symbols, threads=1),
+        copy_floor(json.loads(document)),
     )
+
+
+def copy_floor(document: dict[str, Any]) -> float | None:
+    """What moving a row program's bytes costs: its first input copied to an output of the
+    same shape and dtype, tuned by tunehub and timed by the same rule. A row kernel cannot
+    run much faster than this, so it says how much room a bar relative to TVM leaves. None
+    where the output is not the first input's shape (a contraction, bound by arithmetic)."""
+    source = document["inputs"][0]
+    (output,) = (c for c in document["computes"] if c["name"] == document["outputs"][0])
+    if output["shape"] != source["shape"] or output["dtype"] != source["dtype"]:
+        return None
+    axes = [f"i{n}" for n in range(len(source["shape"]))]
+    copy = {
+        "version": 1,
+        "name": f"{document['name']}_copy",
+        "inputs": [source],
+        "computes": [
+            {
+                "name": "Y",
+                "axes": axes,
+                "shape": source["shape"],
+                "dtype": source["dtype"],
+                "expr": f"{source['name']}[{', '.join(axes)}]",
+            }
+        ],
+        "outputs": ["Y"],
+    }
+    return median_latency(tune_cpu(copy, FLOOR_TRIALS))
 
 
 def report(rows: list[Row], trials: int) -> str:
     lines = [
         "| workload | TVM | tunehub | tunehub speed vs TVM | numpy | TVM tuning | tunehub tuning "
-        "| tuning time vs TVM | TVM output |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| tuning time vs TVM | TVM output | copy floor |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r.name} | {r.tvm_s * 1e3:.4f} ms | {r.tunehub_s * 1e3:.4f} ms | "
             f"{r.speed:.2f}x | {r.numpy_s * 1e3:.4f} ms | {r.tvm_tuning_s:.0f} s | "
             f"{r.tunehub_tuning_s:.0f} s | {r.tunehub_tuning_s / r.tvm_tuning_s:.2f}x | "
-            f"{r.tvm_error} |"
+            f"{r.tvm_error} | {_floor(r)} |"
         )
     speed = math.exp(sum(math.log(r.speed) for r in rows) / len(rows))
     tuning = sum(r.tunehub_tuning_s for r in rows) / sum(r.tvm_tuning_s for r in rows)
@@ -154,7 +186,23 @@ def report(rows: list[Row], trials: int) -> str:
         f"workloads (slowest: {worst.name}, {worst.speed:.2f}x); tunehub's total tuning time "
         f"is {tuning:.2f}x TVM's. {trials} trials each, kernels on one thread.",
     ]
+    floored = [(r, r.floor_s) for r in rows if r.floor_s is not None]
+    if floored:
+        lines += [
+            "",
+            "Against the copy floor (the first input copied to the output, tuned by tunehub "
+            f"with {FLOOR_TRIALS} trials, same timer): "
+            + "; ".join(
+                f"{r.name} tunehub {r.tunehub_s / floor:.2f}x, TVM {r.tvm_s / floor:.2f}x"
+                for r, floor in floored
+            )
+            + ".",
+        ]
     return "\n".join(lines)
+
+
+def _floor(row: Row) -> str:
+    return "" if row.floor_s is None else f"{row.floor_s * 1e3:.4f} ms"
 
 
 def main() -> None:
