@@ -447,7 +447,8 @@ def test_relayout_copies_the_output_back_along_whole_vectors() -> None:
 def test_relayout_needs_a_layout_to_change() -> None:
     """A row-major matmul's sides and output are already laid out as the template reads
     and writes them: `relayout` is refused there, and no seed offers it; transposed sides
-    (A[k, i], B[j, k]) are copied as packing reads them, and computed right."""
+    (A[k, i], B[j, k]) are copied as packing reads them, a seed offers that, and it is
+    computed right."""
     nn = example("matmul_odd")
     space = space_for(nn, CPU)
     assert space.check({**space.default(), "s0.relayout": True}) is not None
@@ -455,4 +456,7 @@ def test_relayout_needs_a_layout_to_change() -> None:
     tt = two_sided("A[k, i] * B[j, k]", [19, 13], [35, 19], [13, 35], 19)
     relaid = {"relayout": True, "vec_side": "rhs", "pack_rows": "rows"}
     transposed_output = {"relayout": True, "vec_side": "lhs", "mr": 4, "nv": 1}
-    check_configs(tt, CPU, variants(tt, relaid, transposed_output, samples=0), {})
+    seeded = [seed for seed in space_for(tt, CPU).seeds() if seed["s0.relayout"]]
+    assert len(seeded) == 1
+    configs = variants(tt, relaid, transposed_output, samples=0) + seeded
+    check_configs(tt, CPU, configs, {})
