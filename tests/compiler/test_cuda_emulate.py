@@ -78,10 +78,10 @@ def test_softmax_rows_fused_and_unfused(cases: CaseCache) -> None:
         [
             {"fuse": False, "order": "row", "threads": 64, "group": 2},
             {"fuse": True, "order": "row", "threads": 32},
-            {"fuse": True, "order": "col", "threads": 64, "group": 4},
+            {"fuse": True, "order": "col", "threads": 64},
             {"fuse": False, "order": "col", "threads": 32, "group": 8, "items": 2},
             {"fuse": True, "cache": True, "order": "row", "threads": 64},
-            {"fuse": True, "cache": True, "order": "col", "threads": 32, "items": 2},
+            {"fuse": True, "cache": True, "order": "col", "threads": 32},
         ],
     )
 
@@ -124,7 +124,7 @@ def test_the_row_cache_reads_each_row_once_in_vector_loads(cases: CaseCache) -> 
             program,
             [
                 {"fuse": True, "cache": True, "order": "row", "threads": 32},
-                {"fuse": True, "cache": True, "order": "row", "threads": 128, "items": 2},
+                {"fuse": True, "cache": True, "order": "row", "threads": 128},
             ],
         )
 
