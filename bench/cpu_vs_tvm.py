@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
 from bench.tuning import Tuned, median_latency, scratch_database, tune, tune_cpu  # noqa: E402
+from tunehub.compiler.analysis import analyze  # noqa: E402
 from tunehub.compiler.inputs import random_inputs  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
 from tunehub.compiler.reference import evaluate  # noqa: E402
@@ -132,7 +133,7 @@ def run_workload(name: str, trials: int, tvm_python: Path, seed: int) -> Row:
         tvm["tuning_wall_s"],
         error,
         library_latency(program, symbols, threads=1),
-        copy_floor(json.loads(document)),
+        copy_floor(json.loads(document)) if analyze(program).groups else None,
     )
 
 
@@ -140,7 +141,7 @@ def copy_floor(document: dict[str, Any]) -> float | None:
     """What moving a row program's bytes costs: its first input copied to an output of the
     same shape and dtype, tuned by tunehub and timed by the same rule. A row kernel cannot
     run much faster than this, so it says how much room a bar relative to TVM leaves. None
-    where the output is not the first input's shape (a contraction, bound by arithmetic)."""
+    where the output is not the first input's shape and dtype."""
     source = document["inputs"][0]
     (output,) = (c for c in document["computes"] if c["name"] == document["outputs"][0])
     if output["shape"] != source["shape"] or output["dtype"] != source["dtype"]:

@@ -8,9 +8,9 @@ leaves unused (on the CPU their own `parallel`/`split`, and the tiles of the row
 their first values (`Schedule.in_rows`). On CUDA targets a fused group is one kernel with one
 block per row, and the grouped stages' `group` and `items` knobs (outputs, splits or elements
 per block) keep their first values, so its block is one-dimensional and no larger than its
-largest stage's. A target may give a
-fused group knobs of its own (`CompilerBackend.group_knobs`, as `g<n>.<name>`: CUDA's
-`g<n>.cache` holds the rows read more than once in shared memory).
+largest stage's. A target may give a fused group knobs of its own
+(`CompilerBackend.group_knobs`, as `g<n>.<name>`: CUDA's `g<n>.cache` holds the rows read
+more than once in shared memory).
 """
 
 from __future__ import annotations
