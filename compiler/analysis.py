@@ -134,6 +134,8 @@ class Analysis:
     groups: tuple[RowGroup, ...]
     # Each sum `_one_pass` made, to the compute of the program it computes (a variance).
     sums_for: Mapping[str, str] = field(default_factory=dict)
+    # Each sum `_one_pass` turned into `S1 + n * K` (a mean), to that S1.
+    means_from: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def workspaces(self) -> tuple[Stage, ...]:
@@ -147,12 +149,14 @@ def analyze(program: Program, one_pass: bool = False) -> Analysis:
     (`_one_pass`)."""
     computes = _inline(program.computes, program.outputs)
     sums_for: dict[str, str] = {}
+    means_from: dict[str, str] = {}
     if one_pass:
         names = {c.name for c in program.computes} | {t.name for t in program.inputs}
         names |= {s.name for s in program.symbols}
-        computes = _inline(_one_pass(computes, names, sums_for), program.outputs)
+        computes = _one_pass(computes, names, sums_for, means_from)
+        computes = _inline(computes, program.outputs)
     stages = _stages(program, computes)
-    return Analysis(program, stages, _row_groups(stages), sums_for)
+    return Analysis(program, stages, _row_groups(stages), sums_for, means_from)
 
 
 def _inline(computes: Sequence[Compute], outputs: Sequence[str]) -> list[Compute]:
@@ -188,7 +192,9 @@ class _Deviation:
     by: Expr | None = None
 
 
-def _one_pass(computes: list[Compute], names: set[str], sums_for: dict[str, str]) -> list[Compute]:
+def _one_pass(
+    computes: list[Compute], names: set[str], sums_for: dict[str, str], means_from: dict[str, str]
+) -> list[Compute]:
     """Each sum of squared deviations from a value another reduction gives (a variance:
     `sum((x - mean) ** 2)`, or its terms each divided by n, the mean a row sum) as two sums
     that need no mean, so that all three are computed in one pass over the row: with K the
@@ -196,14 +202,15 @@ def _one_pass(computes: list[Compute], names: set[str], sums_for: dict[str, str]
     `S1 = sum(x - K)`, `S2 = sum((x - K) ** 2)` and `d = c - K` (the shifted-data
     algorithm: no cancellation as long as the mean is within a few deviations of K; Welford's
     recurrence would divide per term). The result becomes an injective compute over the two
-    sums (inlined into its readers unless it is an output). `sums_for` gets each new sum's
-    name, to the compute it stands for."""
+    sums (inlined into its readers unless it is an output). Where an earlier sum adds up `x`
+    itself (the mean's, perhaps scaled), it becomes `S1 + n * K` (`_from_shifted`): one
+    accumulation fewer per element. `sums_for` gets each new sum's name, to the compute it
+    stands for; `means_from` each such mean's, to its S1."""
     reductions = {c.name for c in computes if c.reduce_op is not None}
-    rewritten: list[Compute] = []
-    for compute in computes:
+    slots = [[c] for c in computes]  # what each compute becomes, in its place
+    for at, compute in enumerate(computes):
         found = _deviation(compute, reductions)
         if found is None:
-            rewritten.append(compute)
             continue
         x, dtype, acc = found.x, found.dtype, dtypes.compute_dtype(compute.term)
         zero: dict[str, Expr] = {r.name: Const(0, dtypes.INDEX) for r in compute.reduce_axes}
@@ -213,10 +220,10 @@ def _one_pass(computes: list[Compute], names: set[str], sums_for: dict[str, str]
         sums_for.update(dict.fromkeys((s1, s2), compute.name))
         # The sums keep the accumulator's precision (a float16 variance's sums as float32:
         # their difference is what is rounded), each term rounded as the program's own.
-        for name, term in ((s1, shifted), (s2, Binary("*", shifted, shifted, dtype))):
-            rewritten.append(
-                replace(compute, name=name, body=term, dtype=acc, term_dtype=compute.term)
-            )
+        sums = [
+            replace(compute, name=name, body=term, dtype=acc, term_dtype=compute.term)
+            for name, term in ((s1, shifted), (s2, Binary("*", shifted, shifted, dtype)))
+        ]
         row = tuple(Var(a) for a in compute.axes)
         d = Cast(acc, Binary("-", found.c, first, dtype))
         n = Cast(acc, _size([r.extent for r in compute.reduce_axes]))
@@ -225,8 +232,60 @@ def _one_pass(computes: list[Compute], names: set[str], sums_for: dict[str, str]
         value = Binary("-", Load(s2, row, acc), spread, acc)
         if found.op is not None and found.by is not None:
             value = Binary(found.op, value, Cast(acc, found.by), acc)
-        rewritten.append(Compute(compute.name, compute.axes, compute.shape, compute.dtype, value))
-    return rewritten
+        variance = Compute(compute.name, compute.axes, compute.shape, compute.dtype, value)
+        mean = next((m for m in range(at) if _from_shifted(computes[m], compute, found)), None)
+        if mean is None or len(slots[mean]) != 1:  # none, or already made of another S1
+            slots[at] = [*sums, variance]
+            continue
+        total = Binary("+", Load(s1, row, acc), Binary("*", n, Cast(acc, first), acc), acc)
+        scale = _scale(computes[mean], compute, found)
+        if scale is not None:
+            total = Binary(scale[0], total, Cast(acc, scale[1]), acc)
+        name, dtype = computes[mean].name, computes[mean].dtype
+        made = Compute(name, compute.axes, compute.shape, dtype, total)
+        slots[mean] = [*sums, made]
+        means_from[name] = s1
+        slots[at] = [variance]
+    return [c for slot in slots for c in slot]
+
+
+def _from_shifted(mean: Compute, variance: Compute, found: _Deviation) -> bool:
+    """Whether `mean` is a sum of the variance's `x` over the same row and reduce axes (its
+    terms perhaps scaled, `_scale`) that `S1 + n * K` can give at its own precision: float
+    terms that no 16-bit rounding stands between, in the same accumulator."""
+    kept = (mean.term, variance.term, found.dtype)
+    if mean.reduce_op != "sum" or any(not dtypes.is_float(t) or dtypes.is_half(t) for t in kept):
+        return False
+    if dtypes.compute_dtype(mean.term) != dtypes.compute_dtype(variance.term):
+        return False
+    if mean.shape != variance.shape:
+        return False
+    extents = [r.extent for r in mean.reduce_axes]
+    if extents != [r.extent for r in variance.reduce_axes]:
+        return False
+    return _uncast(_renamed(mean, variance)) == _uncast(found.x) or bool(
+        _scale(mean, variance, found)
+    )
+
+
+def _scale(mean: Compute, variance: Compute, found: _Deviation) -> tuple[str, Expr] | None:
+    """`(op, by)` where `mean`'s term, in the variance's axis names, is its `x` times or over
+    `by`, a value free of the reduce axes; else None."""
+    body, x = _uncast(_renamed(mean, variance)), _uncast(found.x)
+    if not isinstance(body, Binary) or body.op not in ("*", "/"):
+        return None
+    reduce = {r.name for r in variance.reduce_axes}
+    for term, other in ((body.a, body.b), (body.b, body.a))[: 2 if body.op == "*" else 1]:
+        if _uncast(term) == x and not _uses_any(other, reduce):
+            return body.op, other
+    return None
+
+
+def _renamed(mean: Compute, variance: Compute) -> Expr:
+    """`mean`'s body over the variance's axes and reduce axes (position by position)."""
+    names = [*mean.axes, *(r.name for r in mean.reduce_axes)]
+    to = [*variance.axes, *(r.name for r in variance.reduce_axes)]
+    return substitute(mean.body, {a: Var(b) for a, b in zip(names, to, strict=True)})
 
 
 def _deviation(compute: Compute, reductions: set[str]) -> _Deviation | None:

@@ -34,6 +34,7 @@ class StageLine:
     anchor: str
     inlined: tuple[str, ...]  # computes evaluated where this stage reads them (its prologue)
     sums_for: str | None  # the variance this sum (one of two, in one pass) computes
+    gives: tuple[str, ...]  # sums computed from this one, with no loop of their own (a mean)
     epilogue: tuple[str, ...]  # computes applied as this stage stores (its epilogue)
     stored_in: str  # the output it writes, or "workspace" for an intermediate
     schedule: str
@@ -79,6 +80,7 @@ def _stage_line(program: Program, analysis: Analysis, stage: Stage, target: Targ
         anchor=stage.anchor.name,
         inlined=_inlined_into(program, analysis, stage),
         sums_for=analysis.sums_for.get(stage.anchor.name),
+        gives=tuple(m for m, s1 in analysis.means_from.items() if s1 == stage.anchor.name),
         epilogue=tuple(c.name for c in stage.epilogue),
         stored_in=stage.buffer if stage.output else "workspace",
         schedule=type(schedule).__name__,
@@ -90,7 +92,7 @@ def _inlined_into(program: Program, analysis: Analysis, stage: Stage) -> tuple[s
     """The computes the analysis inlined that this stage's anchor or epilogues read, directly
     or through other inlined computes."""
     kept = {s.anchor.name for s in analysis.stages}
-    kept |= {c.name for s in analysis.stages for c in s.epilogue}
+    kept |= {c.name for s in analysis.stages for c in s.epilogue} | set(analysis.means_from)
     computes = {c.name: c for c in program.computes}
     found: list[str] = []
     anchor = analysis.sums_for.get(stage.anchor.name, stage.anchor.name)
@@ -118,6 +120,8 @@ def render_text(explanation: Explanation) -> list[str]:
         lines.append(f"stage {s.index}: {s.kind} {s.anchor} -> {s.stored_in}")
         if s.sums_for:
             lines.append(f"  one pass: a sum {s.sums_for} is made of, needing no other sum")
+        if s.gives:
+            lines.append(f"  gives {', '.join(s.gives)} too (plus n times the row's first term)")
         if s.inlined:
             lines.append(f"  inlined where read: {', '.join(s.inlined)}")
         if s.epilogue:

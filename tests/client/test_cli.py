@@ -110,9 +110,10 @@ def test_explain_names_stages_schedules_and_knobs() -> None:
 def test_explain_says_which_sums_make_a_variance_in_one_pass() -> None:
     done = tunehub("explain", EXAMPLES / "layernorm.json", "--target", "cpu:x86_64-avx2")
     assert done.returncode == 0, done.stderr
-    assert "stage 1: reduction sq_dev_shifted -> workspace" in done.stdout
+    assert "stage 0: reduction sq_dev_shifted -> workspace" in done.stdout
     assert done.stdout.count("one pass: a sum sq_dev is made of, needing no other") == 2
-    assert "inlined where read: sq_dev" in done.stdout
+    assert done.stdout.count("gives row_sum too") == 1
+    assert "inlined where read: sq_dev\n" in done.stdout
 
 
 def test_explain_says_why_a_stage_gets_no_packed_template(tmp_path: Path) -> None:

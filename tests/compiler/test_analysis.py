@@ -213,17 +213,40 @@ def _variance(expr: str, outputs: tuple[str, ...] = ("y",)) -> Program:
 )
 def test_one_pass_splits_a_variance_into_two_sums_that_need_no_mean(expr: str) -> None:
     """However the squared deviation is written (the mean inlined or not, squared by `**`,
-    the terms scaled), `one_pass` sums `x - K` and `(x - K) ** 2` beside the mean, K being the
-    row's first term; the output reads the three sums. Without it, the stages are as written."""
+    the terms scaled), `one_pass` sums `x - K` and `(x - K) ** 2`, K being the row's first
+    term, and the mean, a sum of `x / 64`, becomes `(S1 + 64 * K) / 64`: no sum of its own;
+    the output reads the two sums. Without it, the stages are as written."""
     p = _variance(expr)
     stages = analyze(p, one_pass=True).stages
-    assert [s.anchor.name for s in stages] == ["mu", "var_shifted", "var_squares", "y"]
-    for stage in stages[1:3]:
+    assert [s.anchor.name for s in stages] == ["var_shifted", "var_squares", "y"]
+    for stage in stages[:2]:
         assert {ld.tensor for ld in loads(stage.anchor.body)} == {"x"}
         assert any(ld.indices[-1] == Const(0, "int64") for ld in loads(stage.anchor.body))
-    assert {"mu", "var_shifted", "var_squares"} <= {ld.tensor for ld in stages[3].reads()}
+    assert {ld.tensor for ld in stages[2].reads()} == {"x", "var_shifted", "var_squares"}
     assert [s.anchor.name for s in analyze(p).stages] == ["mu", "var", "y"]
-    assert [g.stages for g in analyze(p, one_pass=True).groups] == [range(0, 4)]
+    assert [g.stages for g in analyze(p, one_pass=True).groups] == [range(0, 3)]
+
+
+@pytest.mark.parametrize(
+    ("mean", "dtype"),
+    [
+        ("x[i, k] * x[i, k]", "float32"),  # another sum: no mean of the variance's x
+        ("x[i, k] / float32(k + 1)", "float32"),  # scaled along the row
+        ("x[i, k] / 64.0", "float16"),  # a 16-bit sum: S1 does not round as it does
+    ],
+)
+def test_one_pass_keeps_a_sum_it_cannot_make_from_the_shifted_one(mean: str, dtype: str) -> None:
+    p = program(
+        [tensor("x", [8, 64])],
+        [
+            {**reduce("mu", "i", [8], mean, "sum", {"k": 64}), "dtype": dtype},
+            reduce("var", "i", [8], "(x[i, k] - mu[i]) ** 2", "sum", {"k": 64}),
+            compute("y", "ij", [8, 64], "x[i, j] * rsqrt(var[i] + 0.00001)"),
+        ],
+        ["y"],
+    )
+    names = [s.anchor.name for s in analyze(p, one_pass=True).stages]
+    assert names == ["mu", "var_shifted", "var_squares", "y"]
 
 
 @pytest.mark.parametrize(
@@ -241,6 +264,6 @@ def test_one_pass_leaves_other_sums_alone(expr: str) -> None:
 
 def test_a_variance_that_is_an_output_is_stored_from_the_two_sums() -> None:
     stages = analyze(_variance("dev[i, k] * dev[i, k]", ("y", "var")), one_pass=True).stages
-    assert [s.anchor.name for s in stages] == ["mu", "var_shifted", "var_squares", "y"]
-    assert stages[2].buffer == "var" and stages[2].output
-    assert [c.name for c in stages[2].epilogue] == ["var"]
+    assert [s.anchor.name for s in stages] == ["var_shifted", "var_squares", "y"]
+    assert stages[1].buffer == "var" and stages[1].output
+    assert [c.name for c in stages[1].epilogue] == ["var"]
