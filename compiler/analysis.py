@@ -76,6 +76,9 @@ class Stage:
     buffer: str
     output: bool
     contraction: ProductSides | None = None
+    # The output a reduction also stores each term in, at its row and reduce index, for the
+    # stage computing that output to read back (`_kept_terms`); None: it keeps none.
+    keeps: str | None = None
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -144,9 +147,9 @@ class Analysis:
 
 
 @functools.lru_cache(maxsize=256)
-def analyze(program: Program, one_pass: bool = False) -> Analysis:
+def analyze(program: Program, one_pass: bool = False, keep_terms: bool = False) -> Analysis:
     """The stages of `program`; with `one_pass`, variances as sums that need no mean
-    (`_one_pass`)."""
+    (`_one_pass`); with `keep_terms`, costly terms computed once (`_kept_terms`)."""
     computes = _inline(program.computes, program.outputs)
     sums_for: dict[str, str] = {}
     means_from: dict[str, str] = {}
@@ -156,6 +159,8 @@ def analyze(program: Program, one_pass: bool = False) -> Analysis:
         computes = _one_pass(computes, names, sums_for, means_from)
         computes = _inline(computes, program.outputs)
     stages = _stages(program, computes)
+    if keep_terms:
+        stages = _kept_terms(stages)
     return Analysis(program, stages, _row_groups(stages), sums_for, means_from)
 
 
@@ -499,6 +504,52 @@ def split_product(compute: Compute) -> ProductSides | None:
 
 
 # ----------------------------------------------------------------------------- row groups
+
+
+# Functions a vector unit evaluates as a polynomial or a division: a term calling one is worth
+# a store and a load to compute once (`_kept_terms`).
+_COSTLY = frozenset(("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow"))
+
+
+def _kept_terms(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    """`stages` where a reduction's term is also computed by a later output, at the
+    reduction's row with its reduce axes as the output's last axes (softmax: `exp(x - max)`
+    in the row sum and in `Y`), and calls a costly function: the reduction stores each term
+    into that output as it sums it, and the output's stage reads it back in place of
+    computing it again (one `exp` per element instead of two: softmax 64 x 1000 74 -> 49 us
+    by hand, one thread). Only where the stored value is the term exactly: the output's
+    dtype is the term's, a float that is not 16-bit, with no epilogue after it."""
+    result = list(stages)
+    for r, reduction in enumerate(stages):
+        if reduction.kind != REDUCTION:
+            continue
+        for y in range(r + 1, len(stages)):
+            reader = _reading_back(reduction, result[y])
+            if reader is not None and not any(s.keeps == reader.buffer for s in result):
+                result[r] = replace(reduction, keeps=reader.buffer)
+                result[y] = reader
+                break
+    return tuple(result)
+
+
+def _reading_back(reduction: Stage, reader: Stage) -> Stage | None:
+    """`reader` with `reduction`'s term, where its anchor computes it, read from its own
+    output at the same point (see `_kept_terms`); else None."""
+    anchor, out = reduction.anchor, reader.anchor
+    if reader.kind != INJECTIVE or not reader.output or reader.epilogue:
+        return None
+    if out.dtype != anchor.term or not dtypes.is_float(out.dtype) or dtypes.is_half(out.dtype):
+        return None
+    if out.shape != (*anchor.shape, *(r.extent for r in anchor.reduce_axes)):
+        return None
+    names = [*anchor.axes, *(r.name for r in anchor.reduce_axes)]
+    value = substitute(anchor.body, {a: Var(b) for a, b in zip(names, out.axes, strict=True)})
+    costly = any(isinstance(e, Call) and e.fn in _COSTLY for e in walk(value))
+    if value.dtype != out.dtype or not costly or value not in walk(out.body):
+        return None
+    mine = Load(out.name, tuple(Var(a) for a in out.axes), out.dtype)
+    body = transform(out.body, lambda e: mine if e == value else None)
+    return replace(reader, anchor=replace(out, body=body))
 
 
 def _row_groups(stages: tuple[Stage, ...]) -> tuple[RowGroup, ...]:

@@ -44,6 +44,11 @@ class CompilerBackend(ABC):
     # (`analysis.analyze`'s `one_pass`): where a fused row runs sibling sums in one loop.
     one_pass: bool = False
 
+    # Whether a reduction stores its costly terms into the output that computes them again,
+    # which reads them back (`analysis.analyze`'s `keep_terms`): where every reduction
+    # schedule stores them (`schedule.stage.keep`).
+    keep_terms: bool = False
+
     # Knobs of a fused row group besides `fuse` (in a space: `g<n>.<name>`; first values
     # while the group is not fused), and one line on each.
     group_knobs: Mapping[str, tuple[Knob, ...]] = {}

@@ -35,6 +35,7 @@ class StageLine:
     inlined: tuple[str, ...]  # computes evaluated where this stage reads them (its prologue)
     sums_for: str | None  # the variance this sum (one of two, in one pass) computes
     gives: tuple[str, ...]  # sums computed from this one, with no loop of their own (a mean)
+    keeps: str | None  # the output this reduction stores its terms in, read back there
     epilogue: tuple[str, ...]  # computes applied as this stage stores (its epilogue)
     stored_in: str  # the output it writes, or "workspace" for an intermediate
     schedule: str
@@ -81,6 +82,7 @@ def _stage_line(program: Program, analysis: Analysis, stage: Stage, target: Targ
         inlined=_inlined_into(program, analysis, stage),
         sums_for=analysis.sums_for.get(stage.anchor.name),
         gives=tuple(m for m, s1 in analysis.means_from.items() if s1 == stage.anchor.name),
+        keeps=stage.keeps,
         epilogue=tuple(c.name for c in stage.epilogue),
         stored_in=stage.buffer if stage.output else "workspace",
         schedule=type(schedule).__name__,
@@ -122,6 +124,8 @@ def render_text(explanation: Explanation) -> list[str]:
             lines.append(f"  one pass: a sum {s.sums_for} is made of, needing no other sum")
         if s.gives:
             lines.append(f"  gives {', '.join(s.gives)} too (plus n times the row's first term)")
+        if s.keeps:
+            lines.append(f"  keeps its terms in {s.keeps}, which reads them back: computed once")
         if s.inlined:
             lines.append(f"  inlined where read: {', '.join(s.inlined)}")
         if s.epilogue:

@@ -35,7 +35,7 @@ from typing import ClassVar
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import Analysis, Stage
-from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Extent, Var
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Extent, Load, Var
 from tunehub.compiler.loop import (
     Assign,
     Decl,
@@ -235,6 +235,16 @@ def term(stage: Stage, index: dict[str, Expr]) -> Expr:
     return Cast(stage.anchor.term, stage.body_at(index))
 
 
+def keep(stage: Stage, index: Mapping[str, Expr], value: Expr) -> tuple[list[Stmt], Expr]:
+    """The statements to run before a term (or a vector of terms from `index` on) is
+    accumulated, and the value to accumulate: where the stage keeps its terms
+    (`Stage.keeps`), `value` stored into that output at `index` and read back from it."""
+    if stage.keeps is None:
+        return [], value
+    at = tuple(index[a] for a in (*stage.axes, *(r.name for r in stage.anchor.reduce_axes)))
+    return [Store(stage.keeps, at, value)], Load(stage.keeps, at, value.dtype)
+
+
 # ----------------------------------------------------------------------------- the plain nest
 
 
@@ -268,7 +278,8 @@ def reduce_body(stage: Stage, ctx: Context, index: dict[str, Expr], kinds: list[
         loops.append(Loop(loop_var, as_expr(axis.extent), spec.kind, spec.factor, reduction))
         reduce_index[axis.name] = var(loop_var)
     acc_var = Var(acc, dtype)
-    update = Assign(acc, combine(op, acc_var, term(stage, reduce_index)))
+    stores, value = keep(stage, reduce_index, term(stage, reduce_index))
+    update = seq(*stores, Assign(acc, combine(op, acc_var, value)))
     return seq(
         Decl(acc, dtype, init=identity(op, dtype)),
         hoisted(stage, ctx, nest(loops, update)),

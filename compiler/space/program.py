@@ -47,12 +47,13 @@ class ProgramSpace(Space):
     def __init__(self, program: Program, target: Target) -> None:
         self.program = program
         self.target = target
-        self.analysis: Analysis = analyze(program, compiler_backend(target).one_pass)
+        backend = compiler_backend(target)
+        self.analysis: Analysis = analyze(program, backend.one_pass, backend.keep_terms)
         self.knobs: dict[str, tuple[Knob, ...]] = {}
         for stage in self.analysis.stages:
             knobs = schedule_for(stage, target).knobs(stage, target)
             self.knobs.update({stage_prefix(stage) + k: v for k, v in knobs.items()})
-        self.backend = compiler_backend(target)
+        self.backend = backend
         for n in range(len(self.analysis.groups)):
             self.knobs[group_knob(n)] = (False, True)
             self.knobs.update({_own(n, k): v for k, v in self.backend.group_knobs.items()})

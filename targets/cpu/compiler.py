@@ -26,6 +26,7 @@ class CpuCompiler(CompilerBackend):
     language = "c"
     renderer = CRenderer
     one_pass = True  # a fused row merges sibling sums' loops (`schedule.rows.siblings`)
+    keep_terms = True  # every reduction schedule stores kept terms (`schedule.stage.keep`)
 
     def __init__(self) -> None:
         self.fallback = Fallback()

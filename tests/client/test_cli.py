@@ -116,6 +116,15 @@ def test_explain_says_which_sums_make_a_variance_in_one_pass() -> None:
     assert "inlined where read: sq_dev\n" in done.stdout
 
 
+def test_explain_says_which_sum_keeps_its_terms() -> None:
+    done = tunehub("explain", EXAMPLES / "softmax.json", "--target", "cpu:x86_64-avx2")
+    assert done.returncode == 0, done.stderr
+    assert "keeps its terms in Y, which reads them back" in done.stdout
+    cuda = tunehub("explain", EXAMPLES / "softmax.json", "--target", "cuda:sm_90")
+    assert cuda.returncode == 0, cuda.stderr
+    assert "keeps its terms" not in cuda.stdout
+
+
 def test_explain_says_why_a_stage_gets_no_packed_template(tmp_path: Path) -> None:
     maxed = json.loads(json.dumps(SIGNATURE))
     maxed["computes"][0]["reduce"]["op"] = "max"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, analyze, contiguous
-from tunehub.compiler.ir import Cast, Const, Load, Program, Var, loads, walk
+from tunehub.compiler.ir import Call, Cast, Const, Load, Program, Var, loads, walk
 from tunehub.compiler.program import load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -260,6 +260,42 @@ def test_one_pass_keeps_a_sum_it_cannot_make_from_the_shifted_one(mean: str, dty
 def test_one_pass_leaves_other_sums_alone(expr: str) -> None:
     p = _variance(expr)
     assert [s.anchor.name for s in analyze(p, one_pass=True).stages] == ["mu", "var", "y"]
+
+
+def test_keep_terms_stores_a_costly_term_where_an_output_computes_it_again() -> None:
+    """Softmax's row sum keeps its `exp(x - max)` terms in `Y`, whose stage reads them back
+    instead of calling `exp` again; the row max's terms (plain reads) are not worth keeping.
+    Without `keep_terms` (CUDA), the stages are as written."""
+    p = example("softmax")
+    stages = analyze(p, keep_terms=True).stages
+    assert [s.keeps for s in stages] == [None, "Y", None]
+    body = stages[2].anchor.body
+    assert not any(isinstance(e, Call) and e.fn == "exp" for e in walk(body))
+    assert Load("Y", (Var("i"), Var("j")), "float32") in loads(body)
+    assert [s.keeps for s in analyze(p).stages] == [None, None, None]
+    assert [g.stages for g in analyze(p, keep_terms=True).groups] == [range(0, 3)]
+
+
+@pytest.mark.parametrize(
+    ("term", "out", "dtype"),
+    [
+        ("x[i, k] - m[i]", "(x[i, j] - m[i]) / s[i]", "float32"),  # nothing costly
+        ("exp(x[i, k] - m[i])", "exp(x[j, i] - m[i]) / s[i]", "float32"),  # not along the row
+        ("exp(x[i, k] - m[i])", "exp(x[i, j] - m[i]) / s[i]", "float16"),  # a store rounds
+        ("exp(x[i, k] - m[i])", "exp(x[i, j] - m[i] + 1.0) / s[i]", "float32"),  # another term
+    ],
+)
+def test_keep_terms_keeps_only_what_reads_back_as_it_was(term: str, out: str, dtype: str) -> None:
+    p = program(
+        [tensor("x", [8, 8])],
+        [
+            reduce("m", "i", [8], "x[i, k]", "max", {"k": 8}),
+            reduce("s", "i", [8], term, "sum", {"k": 8}),
+            {**compute("y", "ij", [8, 8], out), "dtype": dtype},
+        ],
+        ["y"],
+    )
+    assert [s.keeps for s in analyze(p, keep_terms=True).stages] == [None, None, None]
 
 
 def test_a_variance_that_is_an_output_is_stored_from_the_two_sums() -> None:

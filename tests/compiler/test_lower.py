@@ -15,7 +15,7 @@ import pytest
 from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.backend import compiler_backend
 from tunehub.compiler.errors import InvalidConfig
-from tunehub.compiler.ir import Program
+from tunehub.compiler.ir import Call, Program, walk
 from tunehub.compiler.loop import (
     Assign,
     For,
@@ -205,6 +205,48 @@ def test_3d_softmax_rows() -> None:
     )
     assert len(space_for(program, CPU).analysis.groups) == 1
     check(program, samples=6)
+
+
+def test_a_kept_term_is_computed_once_and_read_back() -> None:
+    """Softmax's row sum stores each `exp(x - max)` into `y` as it sums it and `y`'s stage
+    reads it back (`Stage.keeps`): every `exp` of the kernel is stored into `y`, none
+    accumulated or computed again. Right fused and not, in vector accumulators, an `omp
+    simd` loop, scalar, or split over threads, on rows of 37 (a tail past the vectors) over
+    two row axes."""
+    program = signature(
+        [
+            c("m", "bh", [2, 3], "x[b, h, k]", op="max", over={"k": 37}),
+            c("s", "bh", [2, 3], "exp(x[b, h, k] - m[b, h])", op="sum", over={"k": 37}),
+            c("y", "bhk", [2, 3, 37], "exp(x[b, h, k] - m[b, h]) / s[b, h]"),
+        ],
+        [t("x", [2, 3, 37])],
+        ["y"],
+    )
+    space = space_for(program, CPU)
+    assert [s.keeps for s in space.analysis.stages] == [None, "y", None]
+    default = space.default()
+    fn = lower_function(program, CPU, {**default, "s1.unroll": 2}, space)
+    exps = [
+        s
+        for s in stmts(fn.body)
+        if isinstance(s, (Store, Assign))
+        and any(isinstance(e, Call) and e.fn == "exp" for e in walk(s.value))
+    ]
+    assert len(exps) == 3  # two vector accumulators' terms and the tail's
+    assert all(isinstance(s, Store) and s.buffer == "y" for s in exps)
+    unfused = space.canonical({**default, "g0.fuse": False})
+    configs = [
+        default,
+        {**default, "s1.unroll": 2},
+        {**default, "s1.unroll": 1},
+        {**default, "s1.vec": 0, "s2.vec": 0},
+        unfused,
+        {**unfused, "s1.split": True, "s1.parallel": 0, "s1.unroll": 1},
+        space.naive(),
+    ]
+    assert all(space.check(config) is None for config in configs)
+    assert space.check({**unfused, "s1.cols": 16, "s1.unroll": 1}) is not None
+    check_configs(program, CPU, configs, {})
 
 
 def test_naive_config_is_the_fallback_nest() -> None:
@@ -456,6 +498,27 @@ def test_sibling_reductions_of_a_row_share_one_loop() -> None:
     assert [op for op, _ in loop.reduction] == ["min", "max"]
     assert not _chunked(fn.body)
     check_configs(program, CPU, [default, {**default, "s1.unroll": 2}], {})
+
+
+def test_a_reduction_loop_runs_in_step_four_vectors_at_a_time_or_more() -> None:
+    """A softmax's next row max (an `omp simd` reduction loop) beside this row's output: in
+    chunks of four of its vectors (each chunk combines its lanes again), not one: rows of
+    128 at the ISA's `v` lanes run in `128 / (4 v)` chunks."""
+    program = signature(
+        [
+            c("m", "i", [6], "x[i, k]", op="max", over={"k": 128}),
+            c("s", "i", [6], "exp(x[i, k] - m[i])", op="sum", over={"k": 128}),
+            c("y", "ik", [6, 128], "exp(x[i, k] - m[i]) / s[i]"),
+        ],
+        [t("x", [6, 128])],
+        ["y"],
+    )
+    space = space_for(program, CPU)
+    default = space.default()
+    assert default["s0.unroll"] == 1 and default["g0.pipeline"]
+    [zipped] = _chunked(lower_function(program, CPU, default, space).body)
+    assert zipped.extent == const(128 // (4 * default["s0.vec"]))
+    check_configs(program, CPU, [default], {})
 
 
 def test_pipelined_rows_run_one_after_another_where_no_chunking_fits() -> None:

@@ -49,6 +49,7 @@ from tunehub.compiler.schedule.stage import (
     first_values,
     hoisted,
     identity,
+    keep,
     nest,
     reduce_body,
     split,
@@ -97,7 +98,7 @@ class Reduction(Schedule):
         # convolution's 3-wide window) vectorize along the output's contiguous last axis.
         short = isinstance(last_reduce.extent, int) and last_reduce.extent < int(knobs["vec"][-1])
         row_order = contiguous(stage, last_reduce.name) and not short
-        if stage.axes and not row_order and contiguous(stage, stage.axes[-1]):
+        if stage.axes and not row_order and contiguous(stage, stage.axes[-1]) and not stage.keeps:
             config["cols"] = max(knobs["cols"])
         config["parallel"] = min(1, len(stage.axes))
         config["split"] = not stage.axes
@@ -117,6 +118,8 @@ class Reduction(Schedule):
         cols, parallel = int(config.get("cols", 0)), int(config["parallel"])
         if config["split"] and (cols or parallel):
             return "split parallelizes the reduce loop of the row order alone"
+        if cols and stage.keeps:
+            return "its terms are kept along the row it sums: row order alone"
         if cols and int(config["vec"]) and not contiguous(stage, stage.axes[-1]):
             # A gather per lane: slower than the scalar walk, and gcc 12 takes half a minute
             # to compile such a loop around an inlined exp (a softmax's row sum).
@@ -217,15 +220,17 @@ def _interleaved(
     for n in range(count):
         at = {**reduce_index, inner_axis.name: add(mul(var(chunk), const(step)), const(n * lanes))}
         element = Load(accs, (const(n),), vdt)
-        updates.append(Store(accs, (const(n),), combine(op, element, substitute(vector_term, at))))
+        stores, value = keep(stage, at, substitute(vector_term, at))
+        updates += [*stores, Store(accs, (const(n),), combine(op, element, value))]
     tail_index = {**reduce_index, inner_axis.name: var(tail)}
     scalar = Var(acc, dtype)
+    stores, value = keep(stage, tail_index, term(stage, tail_index))
     body = seq(
         For(chunk, steps, seq(updates)),
         For(
             tail,
             sub(extent, whole),
-            Assign(acc, combine(op, scalar, term(stage, tail_index))),
+            seq(*stores, Assign(acc, combine(op, scalar, value))),
             start=whole,
         ),
     )
