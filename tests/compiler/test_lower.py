@@ -193,16 +193,23 @@ def test_epilogue_chain_and_materialized_anchor() -> None:
     check(program)
 
 
-def test_3d_softmax_rows() -> None:
-    program = signature(
+def _softmax_rows(rows: list[int], width: int) -> Program:
+    """Softmax over `width` columns of rows `rows` (axes `b`, `h`): max, sum, output."""
+    axes = "bh"[: len(rows)]
+    index = ", ".join(axes)
+    return signature(
         [
-            c("m", "bh", [2, 3], "x[b, h, k]", op="max", over={"k": 37}),
-            c("s", "bh", [2, 3], "exp(x[b, h, k] - m[b, h])", op="sum", over={"k": 37}),
-            c("y", "bhk", [2, 3, 37], "exp(x[b, h, k] - m[b, h]) / s[b, h]"),
+            c("m", axes, rows, f"x[{index}, k]", op="max", over={"k": width}),
+            c("s", axes, rows, f"exp(x[{index}, k] - m[{index}])", op="sum", over={"k": width}),
+            c("y", axes + "k", [*rows, width], f"exp(x[{index}, k] - m[{index}]) / s[{index}]"),
         ],
-        [t("x", [2, 3, 37])],
+        [t("x", [*rows, width])],
         ["y"],
     )
+
+
+def test_3d_softmax_rows() -> None:
+    program = _softmax_rows([2, 3], 37)
     assert len(space_for(program, CPU).analysis.groups) == 1
     check(program, samples=6)
 
@@ -213,15 +220,7 @@ def test_a_kept_term_is_computed_once_and_read_back() -> None:
     accumulated or computed again. Right fused and not, in vector accumulators, an `omp
     simd` loop, scalar, or split over threads, on rows of 37 (a tail past the vectors) over
     two row axes."""
-    program = signature(
-        [
-            c("m", "bh", [2, 3], "x[b, h, k]", op="max", over={"k": 37}),
-            c("s", "bh", [2, 3], "exp(x[b, h, k] - m[b, h])", op="sum", over={"k": 37}),
-            c("y", "bhk", [2, 3, 37], "exp(x[b, h, k] - m[b, h]) / s[b, h]"),
-        ],
-        [t("x", [2, 3, 37])],
-        ["y"],
-    )
+    program = _softmax_rows([2, 3], 37)
     space = space_for(program, CPU)
     assert [s.keeps for s in space.analysis.stages] == [None, "y", None]
     default = space.default()
@@ -504,15 +503,7 @@ def test_a_reduction_loop_runs_in_step_four_vectors_at_a_time_or_more() -> None:
     """A softmax's next row max (an `omp simd` reduction loop) beside this row's output: in
     chunks of four of its vectors (each chunk combines its lanes again), not one: rows of
     128 at the ISA's `v` lanes run in `128 / (4 v)` chunks."""
-    program = signature(
-        [
-            c("m", "i", [6], "x[i, k]", op="max", over={"k": 128}),
-            c("s", "i", [6], "exp(x[i, k] - m[i])", op="sum", over={"k": 128}),
-            c("y", "ik", [6, 128], "exp(x[i, k] - m[i]) / s[i]"),
-        ],
-        [t("x", [6, 128])],
-        ["y"],
-    )
+    program = _softmax_rows([6], 128)
     space = space_for(program, CPU)
     default = space.default()
     assert default["s0.unroll"] == 1 and default["g0.pipeline"]
