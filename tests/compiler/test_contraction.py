@@ -428,6 +428,26 @@ def test_relayout_computes_an_nchw_conv_channels_last() -> None:
         check_configs(program, CPU, configs, {"N": batch})
 
 
+def test_an_nchw_conv_of_many_filters_keeps_its_flipped_seed_on_16_registers() -> None:
+    """32 filters: on AVX-512 the seed broadcasting the image from a channels-last copy
+    gets a tile as wide as the filters (2 vectors, 14 rows); on AVX2 that tile (4 vectors)
+    leaves room for 2 rows, too few, and the seed keeps the default's tile instead of
+    being dropped. It computes what the reference does."""
+    program = nchw_conv_bias_relu(32)
+    tiles = {}
+    for isa in ("x86_64-avx2", "x86_64-avx512"):
+        space = space_for(program, Target(kind="cpu", isa=isa))
+        default = space.default()
+        (flipped,) = [s for s in space.seeds() if s["s0.relayout"] and s["s0.vec_side"] == "rhs"]
+        assert default["s0.vec_side"] == "lhs"
+        tiles[isa] = (flipped["s0.mr"], flipped["s0.nv"], default["s0.mr"], default["s0.nv"])
+    assert tiles["x86_64-avx2"] == (6, 2, 6, 2)
+    assert tiles["x86_64-avx512"][:2] == (14, 2)
+    space = space_for(program, CPU)
+    seeds = [s for s in space.seeds() if s["s0.relayout"] and s["s0.vec_side"] == "rhs"]
+    check_configs(program, CPU, seeds, {"N": 2})
+
+
 def test_relayout_copies_the_output_back_along_whole_vectors() -> None:
     """With 16 filters and rows of 11 pixels, the output's copy back to NCHW walks the
     filters innermost (whole vectors of contiguous reads; its rows of 11 are not whole

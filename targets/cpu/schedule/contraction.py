@@ -181,23 +181,20 @@ class PackedGemm(Schedule):
             candidates.append({**default, "relayout": True})
         found_seeds = [default]
         for seed in candidates:
-            if (
-                seed is not None
-                and seed not in found_seeds
-                and self.check(stage, target, seed) is None
-            ):
+            if seed not in found_seeds and self.check(stage, target, seed) is None:
                 found_seeds.append(seed)
         return found_seeds
 
-    def _wide(self, stage: Stage, target: Target, found: Plan, config: Config) -> Config | None:
-        """`config` with a tile as wide as its columns allow and as many rows as fit; None
-        where that leaves fewer than 4 rows (the column vectors reloaded too often to be
-        worth a trial)."""
+    def _wide(self, stage: Stage, target: Target, found: Plan, config: Config) -> Config:
+        """`config` with a tile as wide as its columns allow and as many rows as fit; as it
+        is where that leaves fewer than 4 rows (the column vectors reloaded too often): on
+        AVX2's 16 registers a 3x3 NCHW conv of 32 filters would lose its flipped seed, which
+        runs 0.19 ms against the default's 0.33 (32 channels, 28 x 28, AMD EPYC)."""
         side = found.rhs_axes if config["vec_side"] == "rhs" else found.lhs_axes
         lanes = lanes_of(target, found.acc)
         nv = min(max(VECTORS), -(-_extent(stage, side) // lanes))  # vectors covering the columns
         mr = max(m for m in ROW_TILES if m * nv + nv + 1 <= vector_registers(target))
-        return {**config, "nv": nv, "mr": mr} if mr >= 4 else None
+        return {**config, "nv": nv, "mr": mr} if mr >= 4 else config
 
     def default(self, stage: Stage, target: Target) -> Config:
         """What measured best on fp32 matmuls from 128^3 to 1024^3 on AVX-512: an 8 x 2-vector
