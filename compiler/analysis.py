@@ -246,10 +246,10 @@ def _one_pass(
         scale = _scale(computes[mean], compute, found)
         if scale is not None:
             total = Binary(scale[0], total, Cast(acc, scale[1]), acc)
-        name, dtype = computes[mean].name, computes[mean].dtype
-        made = Compute(name, compute.axes, compute.shape, dtype, total)
+        source = computes[mean]
+        made = Compute(source.name, compute.axes, compute.shape, source.dtype, total)
         slots[mean] = [*sums, made]
-        means_from[name] = s1
+        means_from[source.name] = s1
         slots[at] = [variance]
     return [c for slot in slots for c in slot]
 
@@ -516,9 +516,10 @@ def _kept_terms(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
     reduction's row with its reduce axes as the output's last axes (softmax: `exp(x - max)`
     in the row sum and in `Y`), and calls a costly function: the reduction stores each term
     into that output as it sums it, and the output's stage reads it back in place of
-    computing it again (one `exp` per element instead of two: softmax 64 x 1000 74 -> 49 us
-    by hand, one thread). Only where the stored value is the term exactly: the output's
-    dtype is the term's, a float that is not 16-bit, with no epilogue after it."""
+    computing it again: one `exp` per element instead of two (a softmax of 64 x 1000, its
+    default config, 119 -> 65 us on an AVX2 EPYC, with `rows._most_chunks`). Only where the
+    stored value is the term exactly: the output's dtype is the term's, a float that is not
+    16-bit, with no epilogue after it."""
     result = list(stages)
     for r, reduction in enumerate(stages):
         if reduction.kind != REDUCTION:

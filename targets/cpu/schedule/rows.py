@@ -220,14 +220,11 @@ def _most_chunks(a: For, b: For) -> int:
     each, and at least `REDUCED_GRANULES` of a loop with a reduction clause: every chunk of
     it combines its vector's lanes again (a softmax's row max in chunks of one vector beside
     the output's division: 93 us against 65 in chunks of five, 64 x 1000, AVX2)."""
-    chunks = gcd(_chunks(a), _chunks(b))
-    while chunks > 1 and any(_chunks(lp) // chunks < _least_granules(lp) for lp in (a, b)):
+    granules = [(_chunks(lp), REDUCED_GRANULES if lp.reduction else 1) for lp in (a, b)]
+    chunks = gcd(granules[0][0], granules[1][0])
+    while chunks > 1 and any(total // chunks < least for total, least in granules):
         chunks = max(d for d in range(1, chunks) if chunks % d == 0)
     return chunks
-
-
-def _least_granules(loop: For) -> int:
-    return REDUCED_GRANULES if loop.reduction else 1
 
 
 def _chunk(loop: For, step: str, chunks: int) -> For:
