@@ -208,7 +208,7 @@ def _one_pass(
     algorithm: no cancellation as long as the mean is within a few deviations of K; Welford's
     recurrence would divide per term). The result becomes an injective compute over the two
     sums (inlined into its readers unless it is an output). Where an earlier sum adds up `x`
-    itself (the mean's, perhaps scaled), it becomes `S1 + n * K` (`_from_shifted`): one
+    itself (the mean's, perhaps scaled), it becomes `S1 + n * K` (`_mean_made`): one
     accumulation fewer per element. `sums_for` gets each new sum's name, to the compute it
     stands for; `means_from` each such mean's, to its S1."""
     reductions = {c.name for c in computes if c.reduce_op is not None}
@@ -238,51 +238,47 @@ def _one_pass(
         if found.op is not None and found.by is not None:
             value = Binary(found.op, value, Cast(acc, found.by), acc)
         variance = Compute(compute.name, compute.axes, compute.shape, compute.dtype, value)
-        mean = next((m for m in range(at) if _from_shifted(computes[m], compute, found)), None)
-        if mean is None or len(slots[mean]) != 1:  # none, or already made of another S1
+        total = Binary("+", Load(s1, row, acc), Binary("*", n, Cast(acc, first), acc), acc)
+        made = _mean_made(computes[:at], compute, found, total)
+        if made is None or len(slots[made[0]]) != 1:  # none, or already made of another S1
             slots[at] = [*sums, variance]
             continue
-        total = Binary("+", Load(s1, row, acc), Binary("*", n, Cast(acc, first), acc), acc)
-        scale = _scale(computes[mean], compute, found)
-        if scale is not None:
-            total = Binary(scale[0], total, Cast(acc, scale[1]), acc)
+        mean, mean_value = made
         source = computes[mean]
-        made = Compute(source.name, compute.axes, compute.shape, source.dtype, total)
-        slots[mean] = [*sums, made]
+        rebuilt = Compute(source.name, compute.axes, compute.shape, source.dtype, mean_value)
+        slots[mean] = [*sums, rebuilt]
         means_from[source.name] = s1
         slots[at] = [variance]
     return [c for slot in slots for c in slot]
 
 
-def _from_shifted(mean: Compute, variance: Compute, found: _Deviation) -> bool:
-    """Whether `mean` is a sum of the variance's `x` over the same row and reduce axes (its
-    terms perhaps scaled, `_scale`) that `S1 + n * K` can give at its own precision: float
-    terms that no 16-bit rounding stands between, in the same accumulator."""
-    kept = (mean.term, variance.term, found.dtype)
-    if mean.reduce_op != "sum" or any(not dtypes.is_float(t) or dtypes.is_half(t) for t in kept):
-        return False
-    if dtypes.compute_dtype(mean.term) != dtypes.compute_dtype(variance.term):
-        return False
-    if mean.shape != variance.shape:
-        return False
-    extents = [r.extent for r in mean.reduce_axes]
-    if extents != [r.extent for r in variance.reduce_axes]:
-        return False
-    return _uncast(_renamed(mean, variance)) == _uncast(found.x) or bool(
-        _scale(mean, variance, found)
-    )
-
-
-def _scale(mean: Compute, variance: Compute, found: _Deviation) -> tuple[str, Expr] | None:
-    """`(op, by)` where `mean`'s term, in the variance's axis names, is its `x` times or over
-    `by`, a value free of the reduce axes; else None."""
-    body, x = _uncast(_renamed(mean, variance)), _uncast(found.x)
-    if not isinstance(body, Binary) or body.op not in ("*", "/"):
-        return None
-    reduce = {r.name for r in variance.reduce_axes}
-    for term, other in ((body.a, body.b), (body.b, body.a))[: 2 if body.op == "*" else 1]:
-        if _uncast(term) == x and not _uses_any(other, reduce):
-            return body.op, other
+def _mean_made(
+    earlier: Sequence[Compute], variance: Compute, found: _Deviation, total: Expr
+) -> tuple[int, Expr] | None:
+    """The first of `earlier` that sums the variance's `x` over the same row and reduce
+    axes (its terms perhaps times or over a value free of the reduce axes), with its value
+    from `total`, the sum of `x` as `S1 + n * K`: where that keeps its precision (float
+    terms that no 16-bit rounding stands between, in the same accumulator). Else None."""
+    acc, reduce = dtypes.compute_dtype(variance.term), {r.name for r in variance.reduce_axes}
+    x = _uncast(found.x)
+    extents = [r.extent for r in variance.reduce_axes]
+    for at, mean in enumerate(earlier):
+        kept = (mean.term, variance.term, found.dtype)
+        if mean.reduce_op != "sum" or any(
+            not dtypes.is_float(t) or dtypes.is_half(t) for t in kept
+        ):
+            continue
+        if dtypes.compute_dtype(mean.term) != acc or mean.shape != variance.shape:
+            continue
+        if [r.extent for r in mean.reduce_axes] != extents:
+            continue
+        body = _uncast(_renamed(mean, variance))
+        if body == x:
+            return at, total
+        if isinstance(body, Binary) and body.op in ("*", "/"):
+            for term, by in ((body.a, body.b), (body.b, body.a))[: 2 if body.op == "*" else 1]:
+                if _uncast(term) == x and not _uses_any(by, reduce):
+                    return at, Binary(body.op, total, Cast(acc, by), acc)
     return None
 
 
