@@ -43,7 +43,7 @@ from tunehub.compiler.loop.nodes import (
     scalar,
     vector,
 )
-from tunehub.compiler.loop.passes import hoist_loads
+from tunehub.compiler.loop.passes import SplitReads, hoist_loads, split_reads
 from tunehub.compiler.loop.printing import format_expr, format_stmt
 from tunehub.compiler.loop.traversal import (
     buffers_loaded,
@@ -73,6 +73,7 @@ __all__ = [
     "Namer",
     "Prefetch",
     "Seq",
+    "SplitReads",
     "Stmt",
     "Store",
     "Workspace",
@@ -99,6 +100,7 @@ __all__ = [
     "product",
     "scalar",
     "seq",
+    "split_reads",
     "stmts",
     "sub",
     "var",

@@ -144,6 +144,9 @@ def test_compiles_for_sm90a_without_spills() -> None:
     for program in programs:
         space = space_for(program, SM90)
         found += [lower(program, SM90, wgmma_config(space, **v)) for v in VARIANTS]
+    # the int4 GEMM's tuned shape (H200, M = 2048), its producer reading a slice ahead
+    eager = {**VARIANTS[3], "wgmma_stages": 4, "wgmma_producer": True, "wgmma_prefetch": True}
+    found.append(lower(programs[1], SM90, wgmma_config(space, **eager)))
     assert build_arch("sm_90", found) == "sm_90a"
     assert build_arch(
         "sm_90", [lower(programs[0], SM90, space_for(programs[0], SM90).naive())]
@@ -211,6 +214,37 @@ def test_whole_int4_slices_store_each_dequantized_run_at_once(tmp_path: Path) ->
     run(tmp_path, int4_matmul(128), {"M": 5})
 
 
+def padded_conv(dtype: str) -> Program:
+    """A 3 x 3 convolution with a 1-pixel zero border: its image reads are `where`s."""
+    image = "float32(data[n, c, y + ry - 1, x + rx - 1])"
+    inside = "y + ry >= 1 and y + ry <= 10 and x + rx >= 1 and x + rx <= 10"
+    expr = f"where({inside}, {image}, 0.0) * float32(weight[f, c, ry, rx])"
+    over = {"c": 8, "ry": 3, "rx": 3}
+    computes = [c("out", "nfyx", [2, 16, 10, 10], expr, op="sum", over=over)]
+    inputs = [t("data", [2, 8, 10, 10], dtype), t("weight", [16, 8, 3, 3], dtype)]
+    return signature(computes, inputs, ["out"])
+
+
+@emulated
+def test_a_prefetching_producer_reads_the_next_slice_ahead(tmp_path: Path) -> None:
+    """With `wgmma_prefetch` the producer reads slice t + 1's int4 words and scales into
+    registers before it dequantizes slice t. Reads past k's edge (k = 96: a slice and a
+    half) or the columns' (40 of a 64- or 128-wide tile) stay guarded; a padded
+    convolution's image reads are made whole, with their condition. The knob exists only
+    where a side is evaluated, and only with a producer."""
+    assert "s0.wgmma_prefetch" not in space_for(matmul("float16", 64, 96, 80), SM90).knobs
+    program = int4_matmul()
+    space = space_for(program, SM90)
+    eager = [wgmma_config(space, **v, wgmma_prefetch=True) for v in VARIANTS[5:]]
+    source = lower(program, SM90, eager[0]).source
+    assert "ahead[" in source and source.count("W_[") == 2  # slice 0, then slice t + 1
+    assert "producer" in (space.check({**eager[0], "s0.wgmma_producer": False}) or "")
+    assert_right(tmp_path, program, eager, {"M": 5})
+    conv = padded_conv("float16")
+    space = space_for(conv, SM90)
+    assert_right(tmp_path, conv, [wgmma_config(space, **VARIANTS[5], wgmma_prefetch=True)], {})
+
+
 @emulated
 def test_grouped_block_order_covers_every_tile(tmp_path: Path) -> None:
     """10 x 4 tiles in groups of 8 row tiles, the last group partial; and 5 x 4 of them with
@@ -240,14 +274,17 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
-    # Symbolic rows: the long-run GEMV kernel too; 4 rows: only that.
-    assert [s["s0.mode"] for s in space_for(int4_matmul(), SM90).seeds()] == [
-        "gemv",
-        "wgmma",
-        "wgmma",
-        "wgmma",
-        "wgmma",
-        "wmma",
+    # Symbolic rows: the long-run GEMV kernel too; 4 rows: only that. Int4 weights are
+    # evaluated: each producer shape also reading a slice ahead.
+    int4_seeds = space_for(int4_matmul(), SM90).seeds()
+    assert [s["s0.mode"] for s in int4_seeds] == ["gemv", *["wgmma"] * 6, "wmma"]
+    assert [(s["s0.wgmma_producer"], s["s0.wgmma_prefetch"]) for s in int4_seeds[1:7]] == [
+        (False, False),
+        (True, False),
+        (True, True),
+        (True, False),
+        (True, True),
+        (False, False),
     ]
     few = space_for(matmul("float16", 3, 4096, 4096), SM90).seeds()
     assert {(s["s0.mode"], s["s0.gemv_rows"]) for s in few} == {("gemv", 4)}
@@ -257,7 +294,7 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     one, many = space.seeds({"M": 1}), space.seeds({"M": 2048})
     assert [(s["s0.mode"], s["s0.gemv_rows"]) for s in one] == [("gemv", 1)] * len(GEMV_SEEDS)
     assert all(space.check(seed) is None for seed in one + many)
-    assert [s["s0.mode"] for s in many] == ["wgmma"] * 4 + ["wmma"]
+    assert [s["s0.mode"] for s in many] == ["wgmma"] * 6 + ["wmma"]
 
 
 @pytest.mark.gpu

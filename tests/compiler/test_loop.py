@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tunehub.compiler.ir import Binary, Call, Const, Load, Var, loads
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Var, loads
 from tunehub.compiler.loop import (
     Assign,
     Buffer,
     Decl,
     For,
     Function,
+    If,
     Namer,
     Seq,
     Store,
@@ -28,6 +29,7 @@ from tunehub.compiler.loop import (
     mul,
     scalar,
     seq,
+    split_reads,
     stmts,
     sub,
     var,
@@ -106,6 +108,39 @@ def test_seq_flattens_and_dump_is_readable() -> None:
 def test_unknown_loop_kind_is_rejected() -> None:
     with pytest.raises(ValueError, match="loop kind"):
         For("i", const(1), Seq(()), "spin")
+
+
+def test_split_reads_makes_each_read_once_under_any_of_its_uses_conditions() -> None:
+    """Two forms of one word are one read (by `same`), made where either use is; a `where`
+    is read whole; the rest reads the arrays; a read of a variable bound inside the loop
+    cannot be split."""
+    n = var("n")
+    word = Load("w", (Binary("//", n, const(2), "int64"),), "uint32")
+    other = Load("w", (Binary("//", add(n, const(0)), const(2), "int64"),), "uint32")
+    inside = Binary("<", n, var("k"), "bool")
+    where = Call("where", (inside, Load("x", (n,), "float32"), Const(0.0, "float32")), "float32")
+    body = seq(
+        If(Binary("<", n, const(3), "bool"), Store("a", (n,), Cast("float32", word))),
+        If(Binary(">", n, const(5), "bool"), Store("b", (n,), Cast("float32", other))),
+        Store("c", (n,), where),
+    )
+    loop = For("n", const(8), body, "unroll")
+    fold = {other: word}
+    split = split_reads(loop, Namer(), lambda e: fold.get(e, e))
+    assert split is not None
+    assert split.reads == (word, where)
+    assert split.guards[0] == Binary(
+        "or", Binary("<", n, const(3), "bool"), Binary(">", n, const(5), "bool"), "bool"
+    )
+    assert split.guards[1] is None
+    assert {ld.tensor for s in stmts(split.rest) for e in exprs(s) for ld in loads(e)} == set(
+        split.names
+    )
+    made = split.into(("p", "q"))
+    assert [s.buffer for s in stmts(made) if isinstance(s, Store)] == ["p", "q"]
+    assert split.decls(("p", "q")) == [Decl("p", "uint32", (8,)), Decl("q", "float32", (8,))]
+    inner = For("j", const(2), Store("a", (n,), Load("x", (var("j"),), "float32")))
+    assert split_reads(For("n", const(8), inner), Namer()) is None
 
 
 def test_hoist_loads_keeps_guarded_written_and_varying_reads() -> None:

@@ -30,7 +30,8 @@ stored.
   whole number of 64-row slabs), k slices of 64 through a `cp.async` pipeline of
   `wgmma_stages` buffers, `wgmma_in_flight` slices of products left running while the next
   slice starts, blocks ordered in groups of `wgmma_raster` row tiles, and with
-  `wgmma_producer` one more warpgroup that only loads. Not the default, but its seeds come
+  `wgmma_producer` one more warpgroup that only loads (`wgmma_prefetch`, where a side is
+  evaluated rather than copied: its reads a slice ahead). Not the default, but its seeds come
   first in a tuning (H100, 4096^3 float16: 284 us, against 455 for WMMA and 6.4 ms tiled).
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
@@ -63,7 +64,12 @@ from tunehub.targets.cuda.schedule.operands import Operands, operands
 from tunehub.targets.cuda.schedule.reduction import Reduction
 from tunehub.targets.cuda.schedule.staging import staged
 from tunehub.targets.cuda.schedule.tiles import SIDES, Shape, Tiled, async_tiles, vectorized
-from tunehub.targets.cuda.schedule.wgmma import WgmmaKernel, WgmmaShape, warpgroup_mma
+from tunehub.targets.cuda.schedule.wgmma import (
+    WgmmaKernel,
+    WgmmaShape,
+    evaluated,
+    warpgroup_mma,
+)
 from tunehub.targets.cuda.schedule.wmma import (
     WmmaKernel,
     WmmaShape,
@@ -104,6 +110,7 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_raster": (1, 8),
     "wgmma_producer": (False, True),
 }
+WGMMA_PREFETCH: dict[str, tuple[Knob, ...]] = {"wgmma_prefetch": (False, True)}
 MODES = ("plain", "tiled", "gemv")
 # (bm, bn, stages, in flight, producer) of the wgmma seeds, fastest first (see `seeds`).
 WGMMA_SEEDS = (
@@ -152,6 +159,7 @@ class CudaContraction(Schedule):
         "wgmma_in_flight": "wgmma: slices of products left running while the next starts",
         "wgmma_raster": "wgmma: row tiles per group of the block order (0: row order)",
         "wgmma_producer": "wgmma: one more warpgroup that only loads",
+        "wgmma_prefetch": "wgmma: the producer reads an evaluated side's next slice ahead",
     }
     fallback = Reduction()
 
@@ -176,6 +184,8 @@ class CudaContraction(Schedule):
             extra = {**WMMA, **WMMA_ASYNC}
         if wmma and warpgroup_mma(target, ops):
             wmma, extra = (*wmma, "wgmma"), {**extra, **WGMMA}
+            if evaluated(ops):
+                extra.update(WGMMA_PREFETCH)
         if rows is not None and rows > GEMV_MAX_ROWS:  # the weights would be read rows / 8 times
             gemv = {k: v[:1] for k, v in GEMV.items()}
             return {"mode": (*MODES[:2], *wmma), **tiled, **gemv, **extra}
@@ -220,7 +230,9 @@ class CudaContraction(Schedule):
         128 x 256 fed by a producer warpgroup (212 and 217 us), and 128 x 128 with 3 stages
         (two blocks per SM: 250 us), blocks in row order (ptxas 13.0 keeps their wgmmas
         overlapping: `parse_ptxas`'s `wgmma_serialized`); then WMMA's 128 x 128 tiles of 8
-        warps (468 us)."""
+        warps (468 us). Where a side is evaluated (int4 weights), each producer shape comes
+        twice, the second reading a slice ahead (`wgmma_prefetch`; not yet measured on a
+        GPU, so the tuning measures both)."""
         found = plan(stage)
         if found is None:
             return []
@@ -245,6 +257,8 @@ class CudaContraction(Schedule):
                     "wgmma_producer": producer,
                 }
                 seeds.append({**base, "mode": "wgmma", **wgmma})
+                if producer and "wgmma_prefetch" in knobs:
+                    seeds.append({**seeds[-1], "wgmma_prefetch": True})
         if "wmma" in modes:
             stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
@@ -325,12 +339,12 @@ def _bound(extent: Expr, symbols: Mapping[str, int]) -> int | None:
 
 def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
     """The knobs the config's mode does not use."""
-    tensor = {**WMMA, **WMMA_ASYNC, **WGMMA}
+    tensor = {**WMMA, **WMMA_ASYNC, **WGMMA, **WGMMA_PREFETCH}
     return {
         "plain": {**TILED, **TILED_ASYNC, **GEMV, **tensor},
         "tiled": {**GEMV, **tensor},
         "gemv": {**TILED, **TILED_ASYNC, **tensor},
-        "wmma": {**TILED, **TILED_ASYNC, **GEMV, **WGMMA},
+        "wmma": {**TILED, **TILED_ASYNC, **GEMV, **WGMMA, **WGMMA_PREFETCH},
         "wgmma": {**TILED, **TILED_ASYNC, **GEMV, **WMMA, **WMMA_ASYNC},
     }[str(config["mode"])]
 
@@ -362,7 +376,7 @@ def _check_wgmma(ops: Operands, shape: WgmmaShape, target: Target) -> str | None
     error = shape.error() or _grid_error(ops, shape.bm, target)
     if error is not None:
         return error
-    return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
+    return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers(ops))
 
 
 def _check_tiled(ops: Operands, shape: Shape, target: Target) -> str | None:

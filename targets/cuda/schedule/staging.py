@@ -27,7 +27,7 @@ from typing import Protocol
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX, itemsize
-from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, loads, substitute
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, Var, loads, substitute, walk
 from tunehub.compiler.loop import (
     Barrier,
     Decl,
@@ -39,14 +39,17 @@ from tunehub.compiler.loop import (
     ceildiv,
     const,
     const_value,
+    map_exprs,
     minimum,
     mul,
     seq,
+    split_reads,
     sub,
     var,
     vector,
 )
 from tunehub.compiler.schedule.stage import Context, Loop
+from tunehub.compiler.simplify import simplified
 from tunehub.targets.cuda.loop import AsyncCopy
 from tunehub.targets.cuda.schedule.blocks import bind, covers, guard, less, mod
 from tunehub.targets.cuda.schedule.operands import Operands
@@ -102,6 +105,25 @@ class TileShape(Protocol):
     def error(self) -> str | None: ...
 
 
+def copy_run(ops: Operands, shape: TileShape, side: str, bk: int) -> int:
+    """Elements per `cp.async` of `side`'s tile, 0 where the side is not copied raw (its
+    values are transformed, or no run of 2 or more is provably aligned)."""
+    load, found = raw(ops, side), walked(ops, side)
+    if load is None or found is None:
+        return 0
+    for run in RUNS:
+        whole = (shape.width(side) * bk // run) % shape.loaders == 0
+        if whole and aligned_run(load, found[0], run, ops.shapes):
+            return run
+    return 0
+
+
+def register_run(ops: Operands, shape: TileShape, side: str, bk: int) -> int:
+    """Elements per pass of a side staged through registers (`StagedTiles._stage`)."""
+    runs = (*RUNS, 1) if raw(ops, side) is None else (1,)
+    return next(r for r in runs if (shape.width(side) * bk // r) % shape.loaders == 0)
+
+
 class StagedTiles:
     """The tile loads and the pipeline of one contraction kernel (see the module doc)."""
 
@@ -119,7 +141,9 @@ class StagedTiles:
         assert dtype is not None and shape.error() is None
         self.ops, self.s, self.ctx, self.dtype = ops, shape, ctx, dtype
         self.tiles = {side: ctx.fresh("As" if side == "row" else "Bs") for side in SIDES}
-        self.runs = {side: self._run(side) if shape.stages > 1 else 0 for side in SIDES}
+        self.runs = {
+            side: copy_run(ops, shape, side, self.bk) if shape.stages > 1 else 0 for side in SIDES
+        }
 
     def _bindings(self, bm: int, bn: int, raster: int = 1) -> tuple[list[Loop], Loop]:
         """The block bindings (x over column tiles of `bn`, y over row tiles of `bm`, z over
@@ -179,18 +203,6 @@ class StagedTiles:
         """The math of the slice in buffer `stage`."""
         raise NotImplementedError
 
-    def _run(self, side: str) -> int:
-        """Elements per `cp.async` of `side`'s tile, 0 where the side is not copied raw (its
-        values are transformed, or no run of 2 or more is provably aligned)."""
-        load, found = raw(self.ops, side), walked(self.ops, side)
-        if load is None or found is None:
-            return 0
-        for run in RUNS:
-            whole = (self.s.width(side) * self.bk // run) % self.s.loaders == 0
-            if whole and aligned_run(load, found[0], run, self.ops.shapes):
-                return run
-        return 0
-
     def _single(self) -> Stmt:
         """One buffer per tile: load, barrier, compute, barrier per slice."""
         t = self.ctx.fresh("t")
@@ -243,10 +255,7 @@ class StagedTiles:
         """This thread's share of both tiles of k slice `slice_` into buffer `stage`:
         asynchronous copies of a raw side, loads and stores of the others."""
         k0 = mul(slice_, const(self.bk))
-        return seq(
-            self._copy(side, k0, stage) if self.runs[side] else self._stage(side, k0, stage)
-            for side in SIDES
-        )
+        return seq(self._load_side(side, k0, stage) for side in SIDES)
 
     def _base(self, side: str, stage: Expr) -> Expr:
         """Where buffer `stage` of `side`'s tile starts."""
@@ -258,7 +267,7 @@ class StagedTiles:
             return self.ops.rows.extent, self.row0
         return self.ops.cols.extent, self.col0
 
-    def _stage(self, side: str, k0: Expr, stage: Expr) -> Stmt:
+    def _stage(self, side: str, k0: Expr, stage: Expr) -> For:
         """This thread's share of `side`'s tile at k slice `k0`, evaluated (the prologue runs
         here) and stored, out-of-range elements as 0. A side that transforms its values does
         runs of up to 8 consecutive elements of the tile's contiguous direction per pass (an
@@ -271,8 +280,7 @@ class StagedTiles:
         memory in turn: the M = 2048 int4 GEMM ran at 0.37x fp16 cuBLAS on an H100)."""
         ops, s, ctx = self.ops, self.s, self.ctx
         extent, start = self._group(side)
-        runs = (*RUNS, 1) if raw(ops, side) is None else (1,)
-        run = next(r for r in runs if (s.width(side) * self.bk // r) % s.loaders == 0)
+        run = register_run(ops, s, side, self.bk)
         n = ctx.fresh("n")
         first, kk0 = self._slot(side, n, run)
         tile = self.tiles[side]
@@ -308,6 +316,44 @@ class StagedTiles:
         count = s.width(side) * self.bk // run // s.loaders
         unrolled = count <= 2 or s.loaders < s.threads
         return For(n, const(count), body, "unroll", factor=0 if unrolled else 1)
+
+    def _ahead(self, t: Expr, stage: Expr) -> tuple[list[Stmt], Stmt, Stmt, Stmt]:
+        """A producer's loads of slice `t` into buffer `stage`, with the memory reads of each
+        side staged through registers issued one slice ahead (`split_reads`), so that they
+        are in flight while this slice is evaluated and stored. Without it a producer paid a
+        whole trip to memory per slice before it could dequantize, with nothing else to do.
+        Returns (the register arrays, declared, and slice 0's reads into them; slice
+        t + 1's reads into a second set; slice t's tiles from the first; the second set
+        moved into the first, which waits for its reads, issued a slice earlier)."""
+        ctx, count = self.ctx, ceildiv(self.ops.k.extent, self.bk)
+        slice_ = ctx.fresh("ks")
+        k0 = mul(var(slice_), const(self.bk))
+
+        def at(stmt: Stmt, value: Expr) -> Stmt:
+            return map_exprs(stmt, lambda e: substitute(e, {slice_: value}))
+
+        first: list[Stmt] = []
+        issue: list[Stmt] = []
+        tiles: list[Stmt] = []
+        moves: list[Stmt] = []
+        for side in SIDES:
+            loop = None if self.runs[side] else self._stage(side, k0, stage)
+            split = None if loop is None else split_reads(loop, ctx.fresh, _simplified)
+            if split is None:
+                tiles.append(self._load_side(side, mul(t, const(self.bk)), stage))
+                continue
+            ahead = tuple(ctx.fresh("ahead") for _ in split.names)
+            first += [*split.decls(split.names), *split.decls(ahead)]
+            first.append(at(split.into(split.names), const(0)))
+            issue.append(at(split.into(ahead), add(t, const(1))))
+            tiles.append(at(split.rest, t))
+            moves.append(split.moved(ahead))
+        more = less(add(t, const(1)), count)
+        return first, guard(more, seq(issue)), seq(tiles), guard(more, seq(moves))
+
+    def _load_side(self, side: str, k0: Expr, stage: Expr) -> Stmt:
+        """This thread's share of `side`'s tile of k slice `k0` (see `_load`)."""
+        return self._copy(side, k0, stage) if self.runs[side] else self._stage(side, k0, stage)
 
     def _copy(self, side: str, k0: Expr, stage: Expr) -> Stmt:
         """This thread's share of raw `side`'s tile at k slice `k0` as `cp.async` runs; a
@@ -346,3 +392,10 @@ class StagedTiles:
         # rolled loop recomputes the whole 64-bit index per copy (about 40 instructions per
         # 16 bytes, as many issue slots as the wgmma math of a slice on an H100).
         return For(n, const(count), copy, "unroll", factor=0)
+
+
+def _simplified(expr: Expr) -> Expr:
+    """`expr`'s index arithmetic simplified as `lower` will, every variable in it taken as
+    non-negative: in a tile load each is a block or thread index, a loop counter from 0, a
+    tile position made of those, or a symbol."""
+    return simplified(expr, {e.name for e in walk(expr) if isinstance(e, Var)})

@@ -44,7 +44,10 @@ which do not make the producer wait), `empty[s]` when every consumer thread is d
 The producer fills slice t into stage t % stages once `empty` has completed for the slice
 `stages` earlier; a consumer waits for `full`, makes the tiles visible to the tensor cores,
 computes, and releases the stage whose products are complete (with `in_flight`, the one
-before). No block-wide barrier is needed after the barriers are armed.
+before). No block-wide barrier is needed after the barriers are armed. With `prefetch` the
+producer issues the memory reads of the sides it evaluates (int4 words, scales) for slice
+t + 1 into registers before it waits for stage t, so they travel while it evaluates slice t
+(`StagedTiles._ahead`).
 
 Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
 its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
@@ -57,7 +60,7 @@ from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX
-from tunehub.compiler.ir import Binary, Call, Const, Expr, Load
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, loads
 from tunehub.compiler.loop import (
     Barrier,
     Decl,
@@ -84,7 +87,15 @@ from tunehub.targets.cuda.limits import capability
 from tunehub.targets.cuda.loop import CORE_ROW_BYTES, AsyncCopy, Mbarrier, SharedMatrix, Wgmma
 from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, equal, guard, less, mod
 from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, staged
+from tunehub.targets.cuda.schedule.staging import (
+    SIDES,
+    StagedTiles,
+    raw,
+    register_run,
+    staged,
+)
+from tunehub.targets.cuda.schedule.tiles import walked
+from tunehub.targets.cuda.schedule.vectors import aligned_run
 
 WARPGROUP = 4 * WARP  # threads
 SLAB = 64  # rows of A per wgmma
@@ -111,6 +122,7 @@ class WgmmaShape:
     in_flight: int = 0  # slices of wgmmas left running while the next slice starts
     raster: int = 1  # row tiles per group of the block order (`StagedTiles._bindings`)
     producer: bool = False  # a warpgroup of its own loads the tiles (see the module doc)
+    prefetch: bool = False  # the producer reads a side it evaluates a slice ahead
 
     @classmethod
     def of(cls, config: Config) -> WgmmaShape:
@@ -122,6 +134,7 @@ class WgmmaShape:
             int(config["wgmma_in_flight"]),
             int(config["wgmma_raster"]),
             bool(config["wgmma_producer"]),
+            bool(config.get("wgmma_prefetch", False)),
         )
 
     @property
@@ -152,6 +165,8 @@ class WgmmaShape:
         for width in (self.bm, self.bn):
             if (width * BK // CORE) % self.loaders:
                 return f"a {width} x {BK} tile does not split evenly over {self.loaders} threads"
+        if self.prefetch and not self.producer:
+            return "prefetch is the producer warpgroup's: it needs wgmma_producer"
         return None
 
     def width(self, side: str) -> int:
@@ -164,10 +179,32 @@ class WgmmaShape:
     def shared_bytes(self, ops: Operands) -> int:
         return sum(self.tile_elements(ops, side) for side in SIDES) * 2 * self.stages
 
-    def registers(self) -> int:
+    def registers(self, ops: Operands) -> int:
         """Per thread: the accumulators and 26 more, as ptxas 13.0 reported for sm_90a (58,
-        90 and 154 registers with 32, 64 and 128 accumulators, float16 and bfloat16)."""
-        return self.acc_size + 26
+        90 and 154 registers with 32, 64 and 128 accumulators, float16 and bfloat16); or, if
+        more, what a prefetching producer holds instead: two slices of its reads, one per
+        input a side reads per pass (a run's elements share them, as an int4 word's 8
+        values and their scale do)."""
+        held = 0
+        if self.prefetch:
+            for side in evaluated(ops):
+                expr = ops.row_side if side == "row" else ops.col_side
+                reads = len({ld.tensor for ld in loads(expr)})
+                passes = self.width(side) * BK // register_run(ops, self, side, BK) // self.loaders
+                held += 2 * passes * reads
+        return max(self.acc_size, held) + 26
+
+
+def evaluated(ops: Operands) -> list[str]:
+    """The sides whose tiles are evaluated in registers and stored: all but a raw side whose
+    16-byte runs are provably aligned, which is copied as it is (the shapes `error` allows
+    split such runs evenly over the loaders)."""
+    out = []
+    for side in SIDES:
+        load, found = raw(ops, side), walked(ops, side)
+        if load is None or found is None or not aligned_run(load, found[0], CORE, ops.shapes):
+            out.append(side)
+    return out
 
 
 class WgmmaKernel(StagedTiles):
@@ -178,7 +215,7 @@ class WgmmaKernel(StagedTiles):
 
     def __init__(self, ops: Operands, shape: WgmmaShape, ctx: Context) -> None:
         super().__init__(ops, shape, ctx)
-        self.runs = {side: run if run == CORE else 0 for side, run in self.runs.items()}
+        self.runs = {side: 0 if side in evaluated(ops) else CORE for side in SIDES}
         self.lag = shape.in_flight
         names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
         self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
@@ -273,14 +310,21 @@ class WgmmaKernel(StagedTiles):
         stores = not all(self.runs.values())
         t = ctx.fresh("t")
         stage, round_ = mod(var(t), s.stages), div(var(t), s.stages)
+        first: list[Stmt] = []
+        issue = move = seq()
+        tiles = self._load(var(t), stage)
+        if s.prefetch:
+            first, issue, tiles, move = self._ahead(var(t), stage)
         fill = seq(
+            issue,
             Mbarrier("wait", empty, stage, parity=mod(add(round_, const(1)), 2)),
-            self._load(var(t), stage),
+            tiles,
             *([Wgmma("proxy_fence")] if stores else []),
             Mbarrier("arrive_copies" if copies else "arrive", full, stage),
+            move,
         )
         drain = [AsyncCopy("commit"), AsyncCopy("wait", pending=0)] if copies else []
-        producer = seq(*self.block_decls, For(t, count, fill), *drain)
+        producer = seq(*self.block_decls, *first, For(t, count, fill), *drain)
         u = ctx.fresh("t")
         stage, round_ = mod(var(u), s.stages), div(var(u), s.stages)
         done = stage  # the stage whose products are complete: this one, or the one before
