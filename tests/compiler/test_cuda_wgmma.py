@@ -144,8 +144,10 @@ def test_compiles_for_sm90a_without_spills() -> None:
     for program in programs:
         space = space_for(program, SM90)
         found += [lower(program, SM90, wgmma_config(space, **v)) for v in VARIANTS]
-    # the int4 GEMM's tuned shape (H200, M = 2048), its producer reading a slice ahead
-    eager = {**VARIANTS[3], "wgmma_stages": 4, "wgmma_producer": True, "wgmma_prefetch": True}
+    # the int4 GEMM's tuned shape (H200, M = 2048), its producer reading a slice ahead, two
+    # tiles per block
+    eager = {"wgmma_stages": 4, "wgmma_producer": True, "wgmma_prefetch": True, "wgmma_tiles": 2}
+    eager = {**VARIANTS[3], **eager}
     found.append(lower(programs[1], SM90, wgmma_config(space, **eager)))
     assert build_arch("sm_90", found) == "sm_90a"
     assert build_arch(
@@ -256,6 +258,31 @@ def test_grouped_block_order_covers_every_tile(tmp_path: Path) -> None:
 
 
 @emulated
+def test_tiles_in_turn_cover_every_tile_once(tmp_path: Path) -> None:
+    """A block computing several tiles in turn (`wgmma_tiles`): 5 x 4 tiles of 128 x 64
+    over 3 blocks of 8 (the last block's last tiles do not exist), in row order and in
+    groups of 8 row tiles; 7 k slices through 3 stages, so the stages' phases run on across
+    a block's tiles, with a slice left in flight; and the int4 GEMM reading a slice ahead.
+    Tiles per block need a producer."""
+    program = matmul("float16", 600, 200, 400)
+    space = space_for(program, SM90)
+    turns = {**VARIANTS[5], "wgmma_tiles": 8}
+    configs = [
+        wgmma_config(space, **turns),
+        wgmma_config(space, **turns, wgmma_raster=8, wgmma_in_flight=1),
+    ]
+    assert configs[0]["s0.wgmma_tiles"] == 8
+    kernel = lower(program, SM90, configs[0])
+    assert kernel.launch["kernels"][0]["grid"] == ["3", "1", "1"]
+    assert "producer" in (space.check({**configs[0], "s0.wgmma_producer": False}) or "")
+    assert_right(tmp_path, program, configs, {})
+    int4 = int4_matmul()
+    space = space_for(int4, SM90)
+    eager = {**VARIANTS[5], "wgmma_tiles": 2, "wgmma_prefetch": True}
+    assert_right(tmp_path, int4, [wgmma_config(space, **eager)], {"M": 200})
+
+
+@emulated
 def test_more_k_slices_than_stages(tmp_path: Path) -> None:
     """Every buffer is refilled several times: a refill while a wgmma in flight still reads
     the buffer (the emulator runs it at its wait) gives a wrong answer."""
@@ -266,11 +293,13 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     space = space_for(matmul("float16", 4096, 4096, 4096), SM90)
     seeds = space.seeds()
     modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
-    assert modes_of == ["wgmma", "wgmma", "wgmma", "wgmma", "wmma"]
+    assert modes_of == ["wgmma"] * 5 + ["wmma"]
     assert all(space.check(seed) is None for seed in seeds)
     first = {k: seeds[0][f"s0.wgmma_{k}"] for k in ("bm", "bn", "groups", "stages", "raster")}
     assert first == {"bm": 128, "bn": 256, "groups": 2, "stages": 4, "raster": 1}
-    assert [seed["s0.wgmma_producer"] for seed in seeds[:4]] == [False, True, True, False]
+    assert [seed["s0.wgmma_producer"] for seed in seeds[:5]] == [False, True, True, True, False]
+    # 16 x 32 tiles of 256 x 128 in turns of 4: 128 blocks, every one resident on 132 SMs
+    assert [seed["s0.wgmma_tiles"] for seed in seeds[:5]] == [1, 1, 4, 1, 1]
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
@@ -286,6 +315,7 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
         (True, True),
         (False, False),
     ]
+    assert {s["s0.wgmma_tiles"] for s in int4_seeds[1:7]} == {1}  # M unknown: tiles uncounted
     few = space_for(matmul("float16", 3, 4096, 4096), SM90).seeds()
     assert {(s["s0.mode"], s["s0.gemv_rows"]) for s in few} == {("gemv", 4)}
     assert len(few) == len(GEMV_SEEDS)
@@ -295,6 +325,7 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     assert [(s["s0.mode"], s["s0.gemv_rows"]) for s in one] == [("gemv", 1)] * len(GEMV_SEEDS)
     assert all(space.check(seed) is None for seed in one + many)
     assert [s["s0.mode"] for s in many] == ["wgmma"] * 6 + ["wmma"]
+    assert {s["s0.wgmma_tiles"] for s in many[:6]} == {1}  # 8 x 1 tiles: all resident at once
 
 
 @pytest.mark.gpu

@@ -31,7 +31,8 @@ stored.
   `wgmma_stages` buffers, `wgmma_in_flight` slices of products left running while the next
   slice starts, blocks ordered in groups of `wgmma_raster` row tiles, and with
   `wgmma_producer` one more warpgroup that only loads (`wgmma_prefetch`, where a side is
-  evaluated rather than copied: its reads a slice ahead). Not the default, but its seeds come
+  evaluated rather than copied: its reads a slice ahead; `wgmma_tiles`: tiles per block,
+  computed in turn). Not the default, but its seeds come
   first in a tuning (H100, 4096^3 float16: 284 us, against 455 for WMMA and 6.4 ms tiled).
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
@@ -109,6 +110,7 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_in_flight": (0, 1),
     "wgmma_raster": (1, 8),
     "wgmma_producer": (False, True),
+    "wgmma_tiles": (1, 2, 4, 8, 16),
 }
 WGMMA_PREFETCH: dict[str, tuple[Knob, ...]] = {"wgmma_prefetch": (False, True)}
 MODES = ("plain", "tiled", "gemv")
@@ -160,6 +162,7 @@ class CudaContraction(Schedule):
         "wgmma_raster": "wgmma: row tiles per group of the block order (0: row order)",
         "wgmma_producer": "wgmma: one more warpgroup that only loads",
         "wgmma_prefetch": "wgmma: the producer reads an evaluated side's next slice ahead",
+        "wgmma_tiles": "wgmma: tiles per block, in turn (the producer runs on into the next)",
     }
     fallback = Reduction()
 
@@ -231,14 +234,17 @@ class CudaContraction(Schedule):
         (two blocks per SM: 250 us), blocks in row order (ptxas 13.0 keeps their wgmmas
         overlapping: `parse_ptxas`'s `wgmma_serialized`); then WMMA's 128 x 128 tiles of 8
         warps (468 us). Where a side is evaluated (int4 weights), each producer shape comes
-        twice, the second reading a slice ahead (`wgmma_prefetch`; not yet measured on a
-        GPU, so the tuning measures both)."""
+        twice, the second reading a slice ahead (`wgmma_prefetch`); where the tiles are
+        counted, the first producer shape comes once more, the last of those in turns, as
+        few tiles per block as let every block run at once on the reference GPU of the arch
+        (`wgmma_tiles`). Neither is measured on a GPU yet, so a tuning measures both."""
         found = plan(stage)
         if found is None:
             return []
         knobs = self.knobs(stage, target)
         modes, base = knobs["mode"], first_values(knobs)
-        rows = _bound(operands(stage, found).rows.extent, symbols)
+        ops = operands(stage, found)
+        rows = _bound(ops.rows.extent, symbols)
         few = rows is not None and rows <= GEMV_ROWS
         seeds: list[Config] = []
         if "gemv" in modes and len(knobs["gemv_vec"]) > 1:
@@ -246,6 +252,7 @@ class CudaContraction(Schedule):
         if few:
             return seeds
         if "wgmma" in modes:
+            turned = False  # the first producer shape also comes in turns
             for bm, bn, stages, in_flight, producer in WGMMA_SEEDS:
                 wgmma = {
                     "wgmma_bm": bm,
@@ -259,6 +266,11 @@ class CudaContraction(Schedule):
                 seeds.append({**base, "mode": "wgmma", **wgmma})
                 if producer and "wgmma_prefetch" in knobs:
                     seeds.append({**seeds[-1], "wgmma_prefetch": True})
+                if producer and not turned:
+                    turned = True
+                    turns = _turns(ops, bm, bn, rows, knobs["wgmma_tiles"], target)
+                    if turns > 1:
+                        seeds.append({**seeds[-1], "wgmma_tiles": turns})
         if "wmma" in modes:
             stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
@@ -329,6 +341,20 @@ def _gemv_seeds(knobs: Mapping[str, tuple[Knob, ...]], rows: int | None) -> list
         {"gemv_cols": cols, "gemv_warps": warps, "gemv_rows": per_pass, "gemv_vec": vec}
         for cols, warps, vec in shapes
     ]
+
+
+def _turns(
+    ops: Operands, bm: int, bn: int, rows: int | None, values: tuple[Knob, ...], target: Target
+) -> int:
+    """The fewest tiles per block (of `values`) that leave no more blocks than the target's
+    reference GPU has SMs, so all run at once; 1 where the tiles are not counted (symbolic
+    rows with no value given) or already fit."""
+    cols, batch = const_value(ops.cols.extent), const_value(ops.batch.extent)
+    if rows is None or cols is None or batch is None:
+        return 1
+    tiles = -(-rows // bm) * -(-cols // bn) * batch
+    sms = limits_for(target).sms
+    return next((int(t) for t in values if -(-tiles // int(t)) <= sms), int(values[-1]))
 
 
 def _bound(extent: Expr, symbols: Mapping[str, int]) -> int | None:

@@ -135,6 +135,8 @@ class StagedTiles:
     row0: Expr  # where the block's tile starts along the rows and the columns
     col0: Expr
     block_decls: list[Stmt]  # locals the block's tile position reads, before its uses
+    tile: str  # the loop over a block's tiles (`_bindings`), "" for one tile per block
+    tile_valid: Expr | None  # whether the loop's current tile exists
 
     def __init__(self, ops: Operands, shape: TileShape, ctx: Context) -> None:
         dtype = staged(ops)
@@ -145,7 +147,7 @@ class StagedTiles:
             side: copy_run(ops, shape, side, self.bk) if shape.stages > 1 else 0 for side in SIDES
         }
 
-    def _bindings(self, bm: int, bn: int, raster: int = 1) -> tuple[list[Loop], Loop]:
+    def _bindings(self, raster: int = 1, tiles: int = 1) -> tuple[list[Loop], Loop]:
         """The block bindings (x over column tiles of `bn`, y over row tiles of `bm`, z over
         the batch where there is one) and the thread binding; sets where the block's tile
         starts and the thread's index.
@@ -156,33 +158,60 @@ class StagedTiles:
         grouped tile's row and column are then locals (`block_decls`, declared where the
         kernel uses them): every tile load's address uses them, and nvcc does not hoist their
         64-bit divisions out of the loops that issue the loads (a producer warpgroup that
-        recomputed them per copy ran 786 us at 4096^3 on an H100, 218 in row order)."""
+        recomputed them per copy ran 786 us at 4096^3 on an H100, 218 in row order).
+
+        With `tiles` > 1 each block computes that many tiles in turn (the kernel's loop over
+        `tile`, each tile's work under `tile_valid`): grid x is the tiles in that order
+        divided by `tiles`, and the block's i-th tile is the one a grid further on than its
+        (i - 1)-th, so the tiles computed at once are neighbours as they are with one tile
+        per block."""
         ops, ctx = self.ops, self.ctx
+        bm, bn = self.s.width("row"), self.s.width("col")
         self.block_decls = []
         across, down = ceildiv(ops.cols.extent, bn), ceildiv(ops.rows.extent, bm)
-        bx = bind(ctx, "bx", across, "blockIdx.x")
-        by = bind(ctx, "by", down, "blockIdx.y")
         bz = bind(ctx, "bz", ops.batch.extent, "blockIdx.z")
-        blocks = [bx, by] + ([bz] if const_value(ops.batch.extent) != 1 else [])
-        self.batch = var(bz.var) if len(blocks) == 3 else const(0)
-        row: Expr = var(by.var)
-        col: Expr = var(bx.var)
+        batched = const_value(ops.batch.extent) != 1
+        self.batch = var(bz.var) if batched else const(0)
+        self.tile, self.tile_valid = "", None
+        if tiles > 1:
+            total = mul(across, down)
+            grid = ceildiv(total, tiles)
+            bx = bind(ctx, "bx", grid, "blockIdx.x")
+            blocks = [bx]
+            self.tile = ctx.fresh("tile")
+            order = add(var(bx.var), mul(var(self.tile), grid))
+            self.tile_valid = less(order, total)
+            self._place(order, across, down, raster)
+        else:
+            bx = bind(ctx, "bx", across, "blockIdx.x")
+            by = bind(ctx, "by", down, "blockIdx.y")
+            blocks = [bx, by]
+            if raster > 1:
+                self._place(add(mul(var(by.var), across), var(bx.var)), across, down, raster)
+            else:
+                self.row0, self.col0 = mul(var(by.var), const(bm)), mul(var(bx.var), const(bn))
+        tx = bind(ctx, "tx", self.s.threads, "threadIdx.x")
+        self.tid = var(tx.var)
+        return blocks + ([bz] if batched else []), tx
+
+    def _place(self, order: Expr, across: Expr, down: Expr, raster: int) -> None:
+        """The tile `order`-th in the block order (rows of tiles, or groups of `raster` row
+        tiles taken column by column) as the locals `block_decls` declares; sets where it
+        starts (`row0`, `col0`)."""
+        ctx = self.ctx
         if raster > 1:
-            order = add(mul(row, across), col)
             per_group = mul(across, const(raster))
             first = mul(Binary("//", order, per_group, INDEX), const(raster))
             size = minimum(sub(down, first), const(raster))
             within = Binary("%", order, per_group, INDEX)
-            named_row, named_col = ctx.fresh("tile_row"), ctx.fresh("tile_col")
-            self.block_decls = [
-                Decl(named_row, INDEX, init=add(first, Binary("%", within, size, INDEX))),
-                Decl(named_col, INDEX, init=Binary("//", within, size, INDEX)),
-            ]
-            row, col = var(named_row), var(named_col)
-        self.row0, self.col0 = mul(row, const(bm)), mul(col, const(bn))
-        tx = bind(ctx, "tx", self.s.threads, "threadIdx.x")
-        self.tid = var(tx.var)
-        return blocks, tx
+            row = add(first, Binary("%", within, size, INDEX))
+            col = Binary("//", within, size, INDEX)
+        else:
+            row, col = Binary("//", order, across, INDEX), Binary("%", order, across, INDEX)
+        named_row, named_col = ctx.fresh("tile_row"), ctx.fresh("tile_col")
+        self.block_decls = [Decl(named_row, INDEX, init=row), Decl(named_col, INDEX, init=col)]
+        bm, bn = self.s.width("row"), self.s.width("col")
+        self.row0, self.col0 = mul(var(named_row), const(bm)), mul(var(named_col), const(bn))
 
     def _tile_decls(self) -> list[Stmt]:
         """Both tiles' shared arrays, every stage of each."""

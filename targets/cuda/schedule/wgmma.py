@@ -123,6 +123,7 @@ class WgmmaShape:
     raster: int = 1  # row tiles per group of the block order (`StagedTiles._bindings`)
     producer: bool = False  # a warpgroup of its own loads the tiles (see the module doc)
     prefetch: bool = False  # the producer reads a side it evaluates a slice ahead
+    tiles: int = 1  # tiles per block, in turn (`StagedTiles._bindings`)
 
     @classmethod
     def of(cls, config: Config) -> WgmmaShape:
@@ -135,6 +136,7 @@ class WgmmaShape:
             int(config["wgmma_raster"]),
             bool(config["wgmma_producer"]),
             bool(config.get("wgmma_prefetch", False)),
+            int(config.get("wgmma_tiles", 1)),
         )
 
     @property
@@ -167,6 +169,8 @@ class WgmmaShape:
                 return f"a {width} x {BK} tile does not split evenly over {self.loaders} threads"
         if self.prefetch and not self.producer:
             return "prefetch is the producer warpgroup's: it needs wgmma_producer"
+        if self.tiles > 1 and not self.producer:
+            return f"{self.tiles} tiles per block need a producer warpgroup to run ahead"
         return None
 
     def width(self, side: str) -> int:
@@ -259,7 +263,7 @@ class WgmmaKernel(StagedTiles):
 
     def lower(self) -> Stmt:
         s, ctx = self.s, self.ctx
-        blocks, tx = self._bindings(s.bm, s.bn, s.raster)
+        blocks, tx = self._bindings(s.raster, s.tiles)
         group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
         self.group, self.warp, self.lane = var(group), var(warp), var(lane)
         self.acc = ctx.fresh("acc")
@@ -285,9 +289,25 @@ class WgmmaKernel(StagedTiles):
 
     def _accumulators(self) -> list[Stmt]:
         """The thread's float32 accumulators, zeroed."""
-        i, size = self.ctx.fresh("i"), self.s.acc_size
+        return [Decl(self.acc, "float32", (self.s.acc_size,)), self._zero()]
+
+    def _zero(self) -> Stmt:
+        i = self.ctx.fresh("i")
         zero = Store(self.acc, (var(i),), Const(0.0, "float32"))
-        return [Decl(self.acc, "float32", (size,)), For(i, const(size), zero, "unroll")]
+        return For(i, const(self.s.acc_size), zero, "unroll")
+
+    def _each_tile(self, body: Stmt) -> Stmt:
+        """`body` for each of the block's tiles that exists (just `body` with one a block)."""
+        if not self.tile:
+            return body
+        return For(self.tile, const(self.s.tiles), guard(self.tile_valid, body))
+
+    def _slice(self, t: str) -> Expr:
+        """The block's count of slices before slice `t` of its current tile: the stages
+        and the barriers' phases run on across its tiles."""
+        if not self.tile:
+            return var(t)
+        return add(mul(var(self.tile), ceildiv(self.ops.k.extent, BK)), var(t))
 
     def _specialized(self) -> list[Stmt]:
         """The producer's and the consumers' parts (module doc), after one thread arms the
@@ -309,37 +329,40 @@ class WgmmaKernel(StagedTiles):
         copies = any(self.runs.values())
         stores = not all(self.runs.values())
         t = ctx.fresh("t")
-        stage, round_ = mod(var(t), s.stages), div(var(t), s.stages)
+        stage, round_ = mod(self._slice(t), s.stages), div(self._slice(t), s.stages)
         first: list[Stmt] = []
         issue = move = seq()
-        tiles = self._load(var(t), stage)
+        loads = self._load(var(t), stage)
         if s.prefetch:
-            first, issue, tiles, move = self._ahead(var(t), stage)
+            first, issue, loads, move = self._ahead(var(t), stage)
         fill = seq(
             issue,
             Mbarrier("wait", empty, stage, parity=mod(add(round_, const(1)), 2)),
-            tiles,
+            loads,
             *([Wgmma("proxy_fence")] if stores else []),
             Mbarrier("arrive_copies" if copies else "arrive", full, stage),
             move,
         )
         drain = [AsyncCopy("commit"), AsyncCopy("wait", pending=0)] if copies else []
-        producer = seq(*self.block_decls, *first, For(t, count, fill), *drain)
+        producer = seq(self._each_tile(seq(*self.block_decls, *first, For(t, count, fill))), *drain)
         u = ctx.fresh("t")
-        stage, round_ = mod(var(u), s.stages), div(var(u), s.stages)
+        stage, round_ = mod(self._slice(u), s.stages), div(self._slice(u), s.stages)
         done = stage  # the stage whose products are complete: this one, or the one before
         if s.in_flight:
-            done = mod(add(var(u), const(s.stages - 1)), s.stages)
+            done = mod(add(self._slice(u), const(s.stages - 1)), s.stages)
         release = Mbarrier("arrive", empty, done)
         use = seq(
             Mbarrier("wait", full, stage, parity=mod(round_, 2)),
             Wgmma("proxy_fence"),
             self._compute(stage),
-            guard(less(const(0), var(u)) if s.in_flight else None, release),
+            guard(less(const(0), self._slice(u)) if s.in_flight else None, release),
         )
         # The tile position (grouped order) is computed where it is used: the producer's
         # copies, the consumers' store. Held by the consumers through the loop, it spilled.
-        consumer = seq(*self._accumulators(), For(u, count, use), *self.block_decls, self._store())
+        # With tiles in turn the producer runs on into the next tile while they store.
+        tile = seq(For(u, count, use), *self.block_decls, self._store())
+        acc = Decl(self.acc, "float32", (s.acc_size,))
+        consumer = seq(acc, self._each_tile(seq(self._zero(), tile)))
         return [*arm, If(less(self.tid, const(WARPGROUP)), producer, consumer)]
 
     def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:

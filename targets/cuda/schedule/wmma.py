@@ -146,7 +146,7 @@ class WmmaKernel(StagedTiles):
 
     def lower(self) -> Stmt:
         s, ctx = self.s, self.ctx
-        blocks, tx = self._bindings(s.bm, s.bn)
+        blocks, tx = self._bindings()
         warp, lane = ctx.fresh("warp"), ctx.fresh("lane")
         self.warp, self.lane = var(warp), var(lane)
         self.wr, self.wc = div(self.warp, s.warp_cols), mod(self.warp, s.warp_cols)
