@@ -1,6 +1,6 @@
 """Exported CUDA kernels timed one by one, then launched once each for a profiler.
 
-    python bench/gpu_profile.py DIR [DIR ...] [--symbol M=1]
+    python bench/gpu_profile.py DIR [DIR ...] [--symbol M=1] [--knobs]
     ncu --clock-control none -k regex:tunehub python bench/gpu_profile.py DIR ... --launch
 
 Each DIR is a kernel as `tunehub compile` or `tunehub kernel` writes it. Timing is the GPU
@@ -12,6 +12,7 @@ profiler sees one launch per kernel. Runs on a GPU machine with torch.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def main() -> None:
     parser.add_argument("--symbol", action="append", default=[], help="NAME=VALUE")
     parser.add_argument("--launch", action="store_true", help="launch once each, time nothing")
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--knobs", action="store_true", help="print each kernel's mode knobs")
     args = parser.parse_args()
     import torch
 
@@ -44,8 +46,16 @@ def main() -> None:
             launch()
             torch.cuda.synchronize()
         else:
-            print(f"{directory.name:40s} {timer.median(launch) * 1e6:9.1f} us", flush=True)
+            line = f"{directory.name:40s} {timer.median(launch) * 1e6:9.1f} us"
+            print(f"{line}  {mode_knobs(directory)}" if args.knobs else line, flush=True)
         launch.close()
+
+
+def mode_knobs(directory: Path) -> str:
+    """The knobs of the kernel's chosen mode, from its metadata (`s0.wgmma_bm=128 ...`)."""
+    config = json.loads((directory / "metadata.json").read_text())["config"]
+    mode = str(config.get("s0.mode", ""))
+    return " ".join(f"{k}={v}" for k, v in config.items() if k.startswith(f"s0.{mode}_"))
 
 
 if __name__ == "__main__":
