@@ -363,22 +363,22 @@ class StagedTiles:
 
         first: list[Stmt] = []
         issue: list[Stmt] = []
-        tiles: list[Stmt] = []
+        fills: list[Stmt] = []
         moves: list[Stmt] = []
         for side in SIDES:
             loop = None if self.runs[side] else self._stage(side, k0, stage)
             split = None if loop is None else split_reads(loop, ctx.fresh, _simplified)
             if split is None:
-                tiles.append(self._load_side(side, mul(t, const(self.bk)), stage))
+                fills.append(self._load_side(side, mul(t, const(self.bk)), stage))
                 continue
             ahead = tuple(ctx.fresh("ahead") for _ in split.names)
             first += [*split.decls(split.names), *split.decls(ahead)]
             first.append(at(split.into(split.names), const(0)))
             issue.append(at(split.into(ahead), add(t, const(1))))
-            tiles.append(at(split.rest, t))
+            fills.append(at(split.rest, t))
             moves.append(split.moved(ahead))
         more = less(add(t, const(1)), count)
-        return first, guard(more, seq(issue)), seq(tiles), guard(more, seq(moves))
+        return first, guard(more, seq(issue)), seq(fills), guard(more, seq(moves))
 
     def _load_side(self, side: str, k0: Expr, stage: Expr) -> Stmt:
         """This thread's share of `side`'s tile of k slice `k0` (see `_load`)."""

@@ -136,7 +136,7 @@ class WgmmaShape:
             int(config["wgmma_raster"]),
             bool(config["wgmma_producer"]),
             bool(config.get("wgmma_prefetch", False)),
-            int(config.get("wgmma_tiles", 1)),
+            int(config["wgmma_tiles"]),
         )
 
     @property
