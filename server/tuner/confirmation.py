@@ -4,8 +4,10 @@ its best.
 A timing on a shared machine is slowed by its neighbours, in bursts (one repeat of a 0.23 ms
 GEMM took 1.5 ms; a burst over most of a candidate's repeats moves its median) and for minutes
 (every kernel 40% slower), so a fast config measured at a bad moment loses to a slower one.
-The contenders, the best so far and the others whose fastest repeat was fastest (those a burst
-may have slowed), are built and measured again in one batch; each record gains the repeats
+The contenders, the best so far, the space's default (its considered guess, often near the
+best: a burst over its one measurement must not leave a tuning naming a slower kernel) and the
+others whose fastest repeat was fastest (those a burst may have slowed), are built and
+measured again in one batch; each record gains the repeats
 and keeps the lesser median (`store.add_timings`): noise only ever adds time. A contender
 whose kernel now computes a wrong answer or crashes is demoted: a kernel that is right only
 sometimes can never be the best."""
@@ -28,14 +30,16 @@ CONTENDERS = 4
 FLAKY = (RecordStatus.WRONG_ANSWER, RecordStatus.RUNTIME_ERROR)
 
 
-def contenders(records: Sequence[Record], count: int) -> list[Record]:
+def contenders(records: Sequence[Record], count: int, default_key: str = "") -> list[Record]:
     """The `ok` records worth measuring again, at most `count`: the best (by latency) first,
-    then the others by their fastest repeat."""
+    then the default's (config key `default_key`), then the others by their fastest
+    repeat."""
     timed = [r for r in records if r.status == RecordStatus.OK and r.latencies_s]
     if count < 1 or not timed:
         return []
     best = min(timed, key=lambda r: (r.latency_s, r.id))
     rest = sorted((r for r in timed if r is not best), key=lambda r: (min(r.latencies_s), r.id))
+    rest.sort(key=lambda r: r.config_key != default_key)  # stable: the default first
     return [best, *rest[: count - 1]]
 
 

@@ -41,7 +41,7 @@ from tunehub.compiler.backend import compiler_backend
 from tunehub.compiler.cost_model import XGBModel
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
-from tunehub.compiler.space.space import Config
+from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
 from tunehub.server.db import store
@@ -296,7 +296,9 @@ class _Run:
         )
         # The baseline goes first, once per workload, target and symbols; then the seeds and
         # the space's default (a fused softmax's default was never drawn by a short search).
-        firsts = (space.naive(), *space.seeds(symbols), space.default())
+        default = space.default()
+        firsts = (space.naive(), *space.seeds(symbols), default)
+        self.default_key = Space.key(default)  # a standing contender (`confirmation`)
         self.pending = [c for c in firsts if self.strategy.take(c)]
         self.done, self.failures = job.trials_done, 0
         self.best_latency_s: float | None = None
@@ -360,7 +362,7 @@ class _Run:
             )
             chosen = [
                 (r.id, dict(r.config))
-                for r in confirmation.contenders(records, self.tuner.contenders)
+                for r in confirmation.contenders(records, self.tuner.contenders, self.default_key)
             ]
         if not chosen:
             return

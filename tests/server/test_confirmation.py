@@ -13,6 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.signatures import row_matmul
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
@@ -35,18 +37,22 @@ def executor() -> Iterator[LocalExecutor]:
 
 
 def _tune(
-    sessions: sessionmaker[Session], executor: LocalExecutor, trials: int, count: int
+    sessions: sessionmaker[Session],
+    executor: LocalExecutor,
+    trials: int,
+    count: int,
+    signature: TaskSignature = SIGNATURE,
 ) -> tuple[int, list[Record]]:
     """A tuning run with `count` contenders; its id and the workload's records."""
     target = executor.resolve(Target(kind="cpu"))
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=SIGNATURE, target=target, symbols={}, trials=trials, strategy="random"
+            s, signature=signature, target=target, symbols={}, trials=trials, strategy="random"
         )
     tuner = Tuner(sessions, executor, batch_size=4, repeats=REPEATS, contenders=count)
     assert tuner.run(tuning_id).status == TuningStatus.DONE
     with session_scope(sessions) as s:
-        records = store.list_records(s, workload_key=workload_key(load(SIGNATURE)), limit=None)
+        records = store.list_records(s, workload_key=workload_key(load(signature)), limit=None)
         s.expunge_all()
     return tuning_id, records
 
@@ -81,6 +87,24 @@ def test_a_tuning_measures_its_contenders_again_and_names_the_best_after(
     assert {r.id: len(r.latencies_s) for r in after if r.id in timed} == timed
 
 
+def test_the_default_is_measured_again_after_a_slow_first_timing(
+    sessions: sessionmaker[Session], executor: LocalExecutor
+) -> None:
+    """The space's default is a contender even where its timing (here set to a second, as
+    a burst would leave it) is neither the best nor among the fastest repeats."""
+    signature = TaskSignature.model_validate(row_matmul("default_matmul", k=16, n=40, max_m=32))
+    _, records = _tune(sessions, executor, trials=6, count=0, signature=signature)
+    space = space_for(load(signature), executor.resolve(Target(kind="cpu")))
+    default = next(r for r in records if r.config_key == Space.key(space.default()))
+    with session_scope(sessions) as s:
+        slowed = s.get(Record, default.id)
+        assert slowed is not None
+        slowed.latencies_s, slowed.latency_s = [1.0] * REPEATS, 1.0
+    _, after = _tune(sessions, executor, trials=1, count=2, signature=signature)
+    again = next(r for r in after if r.id == default.id)
+    assert len(again.latencies_s) == 2 * REPEATS and again.latency_s < 1.0
+
+
 def _record(s: Session, config: dict[str, int], latencies: list[float], **kw: Any) -> Record:
     store.upsert_workload(
         s, key=workload_key(load(SIGNATURE)), name="m", signature=SIGNATURE.model_dump()
@@ -107,7 +131,7 @@ def _record(s: Session, config: dict[str, int], latencies: list[float], **kw: An
     )
 
 
-def test_contenders_are_the_best_then_the_fastest_repeats(
+def test_contenders_are_the_best_the_default_then_the_fastest_repeats(
     sessions: sessionmaker[Session],
 ) -> None:
     with session_scope(sessions) as s:
@@ -119,6 +143,10 @@ def test_contenders_are_the_best_then_the_fastest_repeats(
         assert contenders(records, 2) == [best, burst]
         assert contenders(records, 9) == [best, burst, steady]
         assert contenders(records, 0) == [] == contenders([failed], 3)
+        # The space's default comes right after the best, whatever its repeats.
+        assert contenders(records, 2, steady.config_key) == [best, steady]
+        assert contenders(records, 9, steady.config_key) == [best, steady, burst]
+        assert contenders(records, 2, best.config_key) == [best, burst]
 
 
 def test_settling_folds_the_new_repeats_or_demotes_a_flaky_kernel(
