@@ -52,6 +52,7 @@ _DRAWS_PER_SAMPLE = 20
     type=click.IntRange(min=0),
     help="Compile the space's seed of this index (0: the first) instead of a config.",
 )
+@symbol_option("With --seed: the seeds of a tuning measured at this symbol value.")
 @click.option("--ptx", is_flag=True, help="Also write the PTX (kernel.ptx).")
 def compile_command(
     signature_file: Path,
@@ -60,6 +61,7 @@ def compile_command(
     config_text: str | None,
     out_dir: Path,
     seed_index: int | None,
+    symbol_args: tuple[str, ...],
     ptx: bool,
 ) -> None:
     """Compile one candidate of a signature with nvcc; print its kernels' resource usage."""
@@ -71,11 +73,14 @@ def compile_command(
     program = _program(signature_file)
     cuda, space = _space(program, arch)
     if seed_index is None:
+        if symbol_args:
+            raise UserError("--symbol picks the seeds: give it with --seed")
         config = _config(space, config_text)
     else:
         if config_text is not None:
             raise UserError("give --config or --seed, not both")
-        seeds = space.seeds()
+        symbols = _symbols(program, parse_symbols(symbol_args)) if symbol_args else {}
+        seeds = space.seeds(symbols)
         if seed_index >= len(seeds):
             raise UserError(f"--seed {seed_index}: the space has {len(seeds)} seeds")
         config = seeds[seed_index]

@@ -106,23 +106,27 @@ class SplitReads:
 
 
 def split_reads(
-    loop: For, fresh: Callable[[str], str], same: Callable[[Expr], Expr] = lambda e: e
+    loop: For,
+    fresh: Callable[[str], str],
+    same: Callable[[Expr], Expr] = lambda e: e,
+    only: Collection[str] | None = None,
 ) -> SplitReads | None:
     """`loop`'s reads of memory split from the work on their values, so that a caller can
     issue them a step ahead (a producer warpgroup loads the next slice's int4 words while it
-    dequantizes this one's). A read is a load, or a `where`/`and`/`or` holding loads (whose
-    condition may guard an out-of-bounds index: it is made whole, as written); reads with
-    the same `same` form (the caller's simplification: the 8 values of an int4 word index
-    it 8 ways before `compiler.simplify`) are one. Each is made under the conditions of the
-    `If`s around its uses. None where the loop's extent is not constant, or a read uses a
-    variable bound inside the loop: its element per iteration would not hold it."""
+    dequantizes this one's). A read is a load (of a buffer in `only`, if given), or a
+    `where`/`and`/`or` holding such loads (whose condition may guard an out-of-bounds index:
+    it is made whole, as written); reads with the same `same` form (the caller's
+    simplification: the 8 values of an int4 word index it 8 ways before `compiler.simplify`)
+    are one. Each is made under the conditions of the `If`s around its uses. None where the
+    loop's extent is not constant, or a read uses a variable bound inside the loop: its
+    element per iteration would not hold it."""
     if const_value(loop.extent) is None:
         return None
     inner = list(stmts(loop.body))
     bound = {s.var for s in inner if isinstance(s, For)}
     bound |= {s.name for s in inner if isinstance(s, Decl | Assign)}
     found: dict[Expr, list[Expr | None]] = {}
-    _collect_reads(loop.body, [], found)
+    _collect_reads(loop.body, [], found, only)
     forms = {read: same(read) for read in found}
     uses: dict[Expr, list[Expr | None]] = {}
     for read, conds in found.items():
@@ -140,34 +144,42 @@ def split_reads(
     return SplitReads(tuple(uses), guards, rest, tuple(names.values()))
 
 
-def _collect_reads(stmt: Stmt, conds: list[Expr], found: dict[Expr, list[Expr | None]]) -> None:
+def _collect_reads(
+    stmt: Stmt,
+    conds: list[Expr],
+    found: dict[Expr, list[Expr | None]],
+    only: Collection[str] | None,
+) -> None:
     """Every read of `stmt`'s tree (see `split_reads`) with the conjunction of the `If`
     conditions around each use."""
     when = all_of(conds)
     for root in exprs(stmt):
-        for read in _reads(root):
+        for read in _reads(root, only):
             found.setdefault(read, []).append(when)
     if isinstance(stmt, If):
-        _collect_reads(stmt.then, [*conds, stmt.cond], found)
+        _collect_reads(stmt.then, [*conds, stmt.cond], found, only)
         if stmt.orelse is not None:
-            _collect_reads(stmt.orelse, [*conds, Unary("not", stmt.cond, "bool")], found)
+            _collect_reads(stmt.orelse, [*conds, Unary("not", stmt.cond, "bool")], found, only)
         return
     for child in child_stmts(stmt):
-        _collect_reads(child, conds, found)
+        _collect_reads(child, conds, found, only)
 
 
-def _reads(expr: Expr) -> Iterator[Expr]:
-    if isinstance(expr, Load):
+def _reads(expr: Expr, only: Collection[str] | None) -> Iterator[Expr]:
+    def wanted(node: Expr) -> bool:
+        return isinstance(node, Load) and (only is None or node.tensor in only)
+
+    if wanted(expr):
         yield expr
         return
     guarded = (isinstance(expr, Call) and expr.fn == "where") or (
         isinstance(expr, Binary) and expr.op in ("and", "or")
     )
-    if guarded and any(isinstance(e, Load) for e in walk(expr)):
+    if guarded and any(wanted(e) for e in walk(expr)):
         yield expr
         return
     for child in children(expr):
-        yield from _reads(child)
+        yield from _reads(child, only)
 
 
 def _any_of(conds: list[Expr | None]) -> Expr | None:

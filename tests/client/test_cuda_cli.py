@@ -71,6 +71,20 @@ def test_compile_takes_a_seed_by_index(signature_file: Path, tmp_path: Path) -> 
         tunehub("compile", signature_file, "--seed", "0", "--config", "{}", "-o", tmp_path),
         "not both",
     )
+    # The seeds of a tuning at M = 1: GEMV shapes only.
+    few = space_for(load(SIGNATURE), Target(kind="cuda", arch="sm_90")).seeds({"M": 1})
+    assert few[-1] not in seeds
+    last = str(len(few) - 1)
+    done = tunehub("compile", signature_file, "--seed", last, "--symbol", "M=1", "-o", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "metadata.json").read_text())["config"] == few[-1]
+    assert_user_error(
+        tunehub("compile", signature_file, "--seed", "0", "--symbol", "Q=1", "-o", tmp_path),
+        "unknown symbol Q",
+    )
+    assert_user_error(
+        tunehub("compile", signature_file, "--symbol", "M=1", "-o", tmp_path), "with --seed"
+    )
 
 
 def test_compile_refuses_bad_configs_and_archs(signature_file: Path, tmp_path: Path) -> None:

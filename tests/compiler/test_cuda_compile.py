@@ -31,6 +31,14 @@ SAMPLES = 2
 VARIANTS: list[Config] = [
     {"mode": "gemv", "gemv_cols": 4, "gemv_warps": 2, "gemv_rows": 2, "gemv_vec": 8},
     {"mode": "gemv", "gemv_cols": 8, "gemv_warps": 4, "gemv_rows": 1, "gemv_vec": 32},
+    {
+        "mode": "gemv",
+        "gemv_cols": 2,
+        "gemv_warps": 8,
+        "gemv_rows": 1,
+        "gemv_vec": 32,
+        "gemv_ahead": True,
+    },
     {"mode": "tiled", "bm": 32, "bn": 32, "bk": 16, "tm": 2, "tn": 2, "split_k": 4},
     {"mode": "tiled", "bm": 64, "bn": 64, "bk": 16, "tm": 4, "tn": 4, "vec": True},
     {"mode": "tiled", "bm": 128, "bn": 128, "bk": 32, "tm": 8, "tn": 8, "double": True},

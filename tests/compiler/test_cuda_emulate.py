@@ -317,6 +317,27 @@ def test_the_gemv_reads_its_epilogue_first_and_scales_each_run_once(cases: CaseC
     check(cases, program, variants, {"M": 5}, samples=0)
 
 
+def test_a_gemv_may_read_every_runs_weights_before_its_products(cases: CaseCache) -> None:
+    """With `gemv_ahead` a lane reads the int4 words and scales of all its runs into
+    registers first, then computes run by run (activations still read per run); only where
+    every lane takes the same number of runs (the run loop unrolls)."""
+    program = int4_matmul(1024)
+    space = space_for(program, CUDA)
+    variants = [
+        {"mode": "gemv", "gemv_cols": 2, "gemv_warps": 4, "gemv_rows": 4, "gemv_vec": 8},
+        {"mode": "gemv", "gemv_cols": 4, "gemv_warps": 2, "gemv_rows": 1, "gemv_vec": 32},
+    ]
+    ahead = [{**v, "gemv_ahead": True} for v in variants]
+    config = {**space.naive(), **{f"s0.{k}": v for k, v in ahead[0].items()}}
+    source = lower(program, CUDA, config).source
+    # 4 runs of 8 per lane: a word and a scale per run and column, read in one loop first
+    assert "uint32_t held[4];" in source and source.count("W_[") == 2
+    ragged = space_for(int4_matmul(128), CUDA)
+    refused = {**ragged.naive(), **{f"s0.{k}": v for k, v in ahead[0].items()}}
+    assert "gemv_ahead" in (ragged.check(refused) or "")
+    check(cases, program, ahead, {"M": 5}, samples=0)
+
+
 def test_warp_reductions_in_every_accumulator_type(cases: CaseCache) -> None:
     """Shuffles of 64-bit, narrow integer, bool and 16-bit float accumulators."""
     program = signature(

@@ -318,7 +318,8 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     assert {s["s0.wgmma_tiles"] for s in int4_seeds[1:7]} == {1}  # M unknown: tiles uncounted
     few = space_for(matmul("float16", 3, 4096, 4096), SM90).seeds()
     assert {(s["s0.mode"], s["s0.gemv_rows"]) for s in few} == {("gemv", 4)}
-    assert len(few) == len(GEMV_SEEDS)
+    assert len(few) == len(GEMV_SEEDS) + 1  # 4 runs of 32 per lane: the first also ahead
+    assert [s["s0.gemv_ahead"] for s in few[:3]] == [False, True, False]
     # A tuning measured at M = 1 gets the GEMV shapes only; at M = 2048 no GEMV.
     space = space_for(int4_matmul(), SM90)
     one, many = space.seeds({"M": 1}), space.seeds({"M": 2048})

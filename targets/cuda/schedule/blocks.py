@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from tunehub.compiler.analysis import Stage
 from tunehub.compiler.dtypes import INDEX
-from tunehub.compiler.ir import Binary, Call, Expr, Load, Var, substitute
+from tunehub.compiler.ir import Binary, Call, Expr, Load, Var, substitute, walk
 from tunehub.compiler.loop import (
     Assign,
     Barrier,
@@ -54,6 +54,7 @@ from tunehub.compiler.schedule.stage import (
     reduce_body,
     term,
 )
+from tunehub.compiler.simplify import simplified
 
 WARP = 32
 FALLBACK_THREADS = 256
@@ -102,6 +103,14 @@ def reduction(stage: Stage) -> Group:
 def at(stage: Stage, rows: tuple[Expr, ...], group: Group, flat: Expr) -> dict[str, Expr]:
     """The stage's index at flat output position `flat` of `group`."""
     return {**dict(zip(stage.axes, rows, strict=False)), **group.index(flat)}
+
+
+def index_form(expr: Expr) -> Expr:
+    """`expr`'s index arithmetic simplified as `lower` will, every variable in it taken as
+    non-negative (in a GPU schedule each is a block or thread index, a loop counter from 0,
+    a tile position made of those, or a symbol): the form in which two reads of one element,
+    indexed two ways before `compiler.simplify` (the 8 values of an int4 word), are equal."""
+    return simplified(expr, {e.name for e in walk(expr) if isinstance(e, Var)})
 
 
 def guard(cond: Expr | None, body: Stmt) -> Stmt:

@@ -94,6 +94,7 @@ GEMV: dict[str, tuple[Knob, ...]] = {
     "gemv_warps": (4, 1, 2, 8),
     "gemv_rows": (1, 2, 4, 8),
     "gemv_vec": (1, 2, 4, 8, 16, 32, 64),
+    "gemv_ahead": (False, True),
 }
 WMMA: dict[str, tuple[Knob, ...]] = {
     "wmma_bm": (64, 128),
@@ -149,6 +150,7 @@ class CudaContraction(Schedule):
         "gemv_rows": "gemv: rows per pass",
         "gemv_vec": "gemv: k values per lane per run",
         "gemv_warps": "gemv: warps per block",
+        "gemv_ahead": "gemv: every run's weights read before the first run's products",
         "wmma_bm": "wmma: rows of the block tile",
         "wmma_bn": "wmma: columns of the block tile",
         "wmma_warps": "wmma: warps per block",
@@ -233,11 +235,14 @@ class CudaContraction(Schedule):
         128 x 256 fed by a producer warpgroup (212 and 217 us), and 128 x 128 with 3 stages
         (two blocks per SM: 250 us), blocks in row order (ptxas 13.0 keeps their wgmmas
         overlapping: `parse_ptxas`'s `wgmma_serialized`); then WMMA's 128 x 128 tiles of 8
-        warps (468 us). Where a side is evaluated (int4 weights), each producer shape comes
+        warps (468 us). The first GEMV shape comes twice where every lane takes as many
+        runs, the second reading every run's weights first (`gemv_ahead`). Where a side is
+        evaluated (int4 weights), each producer shape comes
         twice, the second reading a slice ahead (`wgmma_prefetch`); where the tiles are
         counted, the first producer shape comes once more, the last of those in turns, as
         few tiles per block as let every block run at once on the reference GPU of the arch
-        (`wgmma_tiles`). Neither is measured on a GPU yet, so a tuning measures both."""
+        (`wgmma_tiles`). None of the three is measured on a GPU yet: a tuning measures both
+        forms."""
         found = plan(stage)
         if found is None:
             return []
@@ -249,6 +254,9 @@ class CudaContraction(Schedule):
         seeds: list[Config] = []
         if "gemv" in modes and len(knobs["gemv_vec"]) > 1:
             seeds += [{**base, "mode": "gemv", **gemv} for gemv in _gemv_seeds(knobs, rows)]
+            ahead = {**seeds[0], "gemv_ahead": True} if seeds else None
+            if ahead is not None and Gemv.of(ahead).error(ops) is None:
+                seeds.insert(1, ahead)
         if few:
             return seeds
         if "wgmma" in modes:
@@ -308,7 +316,8 @@ class CudaContraction(Schedule):
             return _check_tiled(ops, Shape.of(config), target)
         if mode == "gemv":
             gemv = Gemv.of(config)
-            return block_error(target, gemv.threads, 0, gemv.registers())
+            error = gemv.error(ops)
+            return error or block_error(target, gemv.threads, 0, gemv.registers(ops))
         return None
 
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:

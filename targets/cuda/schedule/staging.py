@@ -27,7 +27,7 @@ from typing import Protocol
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX, itemsize
-from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, Var, loads, substitute, walk
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, loads, substitute
 from tunehub.compiler.loop import (
     Barrier,
     Decl,
@@ -49,9 +49,8 @@ from tunehub.compiler.loop import (
     vector,
 )
 from tunehub.compiler.schedule.stage import Context, Loop
-from tunehub.compiler.simplify import simplified
 from tunehub.targets.cuda.loop import AsyncCopy
-from tunehub.targets.cuda.schedule.blocks import bind, covers, guard, less, mod
+from tunehub.targets.cuda.schedule.blocks import bind, covers, guard, index_form, less, mod
 from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.tiles import walked
 from tunehub.targets.cuda.schedule.vectors import aligned_run
@@ -367,7 +366,7 @@ class StagedTiles:
         moves: list[Stmt] = []
         for side in SIDES:
             loop = None if self.runs[side] else self._stage(side, k0, stage)
-            split = None if loop is None else split_reads(loop, ctx.fresh, _simplified)
+            split = None if loop is None else split_reads(loop, ctx.fresh, index_form)
             if split is None:
                 fills.append(self._load_side(side, mul(t, const(self.bk)), stage))
                 continue
@@ -421,10 +420,3 @@ class StagedTiles:
         # rolled loop recomputes the whole 64-bit index per copy (about 40 instructions per
         # 16 bytes, as many issue slots as the wgmma math of a slice on an H100).
         return For(n, const(count), copy, "unroll", factor=0)
-
-
-def _simplified(expr: Expr) -> Expr:
-    """`expr`'s index arithmetic simplified as `lower` will, every variable in it taken as
-    non-negative: in a tile load each is a block or thread index, a loop counter from 0, a
-    tile position made of those, or a symbol."""
-    return simplified(expr, {e.name for e in walk(expr) if isinstance(e, Var)})
