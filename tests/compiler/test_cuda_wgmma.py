@@ -47,6 +47,14 @@ VARIANTS: list[dict[str, Any]] = [
     },
 ]
 
+# Tiles in turn (a producer runs on into a block's next tile), in row order and grouped with a
+# slice in flight, and with int4 weights read a slice ahead (`wgmma_prefetch`, where it exists).
+TURNS: list[dict[str, Any]] = [
+    {**VARIANTS[5], "wgmma_tiles": 8},
+    {**VARIANTS[5], "wgmma_tiles": 8, "wgmma_raster": 8, "wgmma_in_flight": 1},
+    {**VARIANTS[5], "wgmma_tiles": 2, "wgmma_prefetch": True},
+]
+
 
 def wgmma_config(space: Space, **knobs: Any) -> Config:
     """The naive config with every contraction stage in `wgmma` mode and `knobs` set."""
@@ -266,20 +274,14 @@ def test_tiles_in_turn_cover_every_tile_once(tmp_path: Path) -> None:
     Tiles per block need a producer."""
     program = matmul("float16", 600, 200, 400)
     space = space_for(program, SM90)
-    turns = {**VARIANTS[5], "wgmma_tiles": 8}
-    configs = [
-        wgmma_config(space, **turns),
-        wgmma_config(space, **turns, wgmma_raster=8, wgmma_in_flight=1),
-    ]
+    configs = [wgmma_config(space, **turns) for turns in TURNS[:2]]
     assert configs[0]["s0.wgmma_tiles"] == 8
     kernel = lower(program, SM90, configs[0])
     assert kernel.launch["kernels"][0]["grid"] == ["3", "1", "1"]
     assert "producer" in (space.check({**configs[0], "s0.wgmma_producer": False}) or "")
     assert_right(tmp_path, program, configs, {})
     int4 = int4_matmul()
-    space = space_for(int4, SM90)
-    eager = {**VARIANTS[5], "wgmma_tiles": 2, "wgmma_prefetch": True}
-    assert_right(tmp_path, int4, [wgmma_config(space, **eager)], {"M": 200})
+    assert_right(tmp_path, int4, [wgmma_config(space_for(int4, SM90), **TURNS[2])], {"M": 200})
 
 
 @emulated
@@ -331,8 +333,8 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
 
 @pytest.mark.gpu
 def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
-    """The hardware reads the tiles as the emulator does: every variant above, and the
-    seeds, verified on the GPU against the reference."""
+    """The hardware reads the tiles as the emulator does: every variant above (tiles in
+    turn among them), and the seeds, verified on the GPU against the reference."""
     gpus = device.gpus()
     if not gpus or gpus[0]["gpu_arch"] != "sm_90":
         pytest.skip("needs an sm_90 GPU")
@@ -345,5 +347,5 @@ def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
         (int4_matmul(), {"M": 5}),
     ):
         space = space_for(program, SM90)
-        configs = [wgmma_config(space, **v) for v in VARIANTS] + space.seeds()
+        configs = [wgmma_config(space, **v) for v in VARIANTS + TURNS] + space.seeds()
         assert_right(tmp_path, program, configs, symbols, emulate=False)
