@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Var, loads
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Unary, Var, loads
 from tunehub.compiler.loop import (
     Assign,
     Buffer,
@@ -141,6 +141,12 @@ def test_split_reads_makes_each_read_once_under_any_of_its_uses_conditions() -> 
     assert split.decls(("p", "q")) == [Decl("p", "uint32", (8,)), Decl("q", "float32", (8,))]
     inner = For("j", const(2), Store("a", (n,), Load("x", (var("j"),), "float32")))
     assert split_reads(For("n", const(8), inner), Namer()) is None
+    # A read in an else branch is made where the condition fails; `only` picks buffers.
+    y = Load("y", (n,), "float32")
+    branches = If(inside, Store("a", (n,), Load("x", (n,), "float32")), Store("b", (n,), y))
+    split = split_reads(For("n", const(8), branches), Namer(), only={"y"})
+    assert split is not None and split.reads == (y,)
+    assert split.guards == (Unary("not", inside, "bool"),)
 
 
 def test_hoist_loads_keeps_guarded_written_and_varying_reads() -> None:
