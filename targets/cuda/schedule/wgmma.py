@@ -332,13 +332,13 @@ class WgmmaKernel(StagedTiles):
         stage, round_ = mod(self._slice(t), s.stages), div(self._slice(t), s.stages)
         first: list[Stmt] = []
         issue = move = seq()
-        loads = self._load(var(t), stage)
+        fills = self._load(var(t), stage)
         if s.prefetch:
-            first, issue, loads, move = self._ahead(var(t), stage)
+            first, issue, fills, move = self._ahead(var(t), stage)
         fill = seq(
             issue,
             Mbarrier("wait", empty, stage, parity=mod(add(round_, const(1)), 2)),
-            loads,
+            fills,
             *([Wgmma("proxy_fence")] if stores else []),
             Mbarrier("arrive_copies" if copies else "arrive", full, stage),
             move,
