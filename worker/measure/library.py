@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from threadpoolctl import threadpool_limits
 
@@ -26,11 +26,13 @@ def library_latency(program: Program, symbols: Mapping[str, int], threads: int) 
     """Median seconds per call of the numpy implementation of `program` at `symbols`, each
     repeat a batch of calls lasting at least MIN_REPEAT_S (the kernels' timing rule)."""
     inputs = random_inputs(program, dict(symbols), seed=0)
+    return median_call_s(lambda: evaluate(program, inputs, symbols, exact=False), threads)
+
+
+def median_call_s(call: Callable[[], object], threads: int) -> float:
+    """Median seconds per call of `call` on at most `threads` BLAS/OpenMP threads, by the
+    kernels' timing rule: REPEATS batches of calls lasting at least MIN_REPEAT_S each."""
     with threadpool_limits(limits=threads):
-
-        def call() -> None:
-            evaluate(program, inputs, symbols, exact=False)
-
         start = time.perf_counter()
         call()
         first = time.perf_counter() - start
