@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
+from bench.machine import write_cpu_report  # noqa: E402
 from bench.tuning import retime, tune_cpu  # noqa: E402
 from tests.compiler.test_forms import conv_forms, matmul_forms, tensor  # noqa: E402
 from tunehub.compiler.analysis import contraction_flops  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
-from tunehub.worker.device import cpu_isa  # noqa: E402
 
 
 def conv1x1(c: int, f: int, hw: int) -> dict[str, Any]:
@@ -92,19 +90,15 @@ def main() -> None:
                 f"| {name} | {rate:.1f} | {base:.1f} | {rate / base:.0%} | {bar:.0%}: {verdict} |"
             )
             print(lines[-1], flush=True)
-    day = datetime.date.today().isoformat()
-    option, suffix = only_suffix(args.only)
-    header = (
-        f"# Convolution and 16-bit-input rates beside the matmul, {day}\n\n"
-        f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
-        f"`python bench/cpu_rates.py --trials {args.trials}{option}` (one thread each, every "
-        "workload tuned from scratch in this run, then each pair's best kernels timed in turn, "
-        "the fastest repeat of seven rounds).\n\n"
+    write_cpu_report(
+        "cpu_rates",
+        "Convolution and 16-bit-input rates beside the matmul",
+        f"python bench/cpu_rates.py --trials {args.trials}",
+        "one thread each, every workload tuned from scratch in this run, then each pair's best "
+        "kernels timed in turn, the fastest repeat of seven rounds",
+        args.only,
+        "\n".join(lines) + "\n\nThe tuned kernels:\n\n" + "\n".join(configs) + "\n",
     )
-    out = report_path("cpu_rates", cpu_tag(cpu_isa()) + suffix)
-    best = "\n\nThe tuned kernels:\n\n" + "\n".join(configs)
-    out.write_text(header + "\n".join(lines) + best + "\n")
-    print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

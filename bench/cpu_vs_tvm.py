@@ -26,7 +26,6 @@ tuning times, and the geometric mean; each row program's two kernels against its
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import subprocess
@@ -41,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
+from bench.machine import write_cpu_report  # noqa: E402
 from bench.tuning import Tuned, median_latency, scratch_database, tune, tune_cpu  # noqa: E402
 from tunehub.compiler.analysis import analyze  # noqa: E402
 from tunehub.compiler.inputs import random_inputs  # noqa: E402
@@ -51,7 +50,6 @@ from tunehub.compiler.verify import compare, reduce_extent  # noqa: E402
 from tunehub.schemas import TaskSignature  # noqa: E402
 from tunehub.schemas.target import Target  # noqa: E402
 from tunehub.server.tuner import LocalExecutor  # noqa: E402
-from tunehub.worker.device import cpu_isa  # noqa: E402
 from tunehub.worker.measure.library import library_latency  # noqa: E402
 
 WORKLOADS = ROOT / "bench" / "data" / "vs_tvm"
@@ -223,17 +221,14 @@ def main() -> None:
         )
     table = report(rows, args.trials)
     print(table)
-    day = datetime.date.today().isoformat()
-    option, suffix = only_suffix(args.only)
-    header = (
-        f"# CPU kernels beside TVM MetaSchedule, {day}\n\n"
-        f"Machine: {describe_machine()}; tunehub ISA {cpu_isa()}. Commit {git_commit()}. "
-        f"`python bench/cpu_vs_tvm.py --trials {args.trials}{option}` "
-        "(TVM 0.27 MetaSchedule in the same run, one thread each, same inputs).\n\n"
+    write_cpu_report(
+        "cpu_vs_tvm",
+        "CPU kernels beside TVM MetaSchedule",
+        f"python bench/cpu_vs_tvm.py --trials {args.trials}",
+        "TVM 0.27 MetaSchedule in the same run, one thread each, same inputs",
+        args.only,
+        table + "\n",
     )
-    out = report_path("cpu_vs_tvm", cpu_tag(cpu_isa()) + suffix)
-    out.write_text(header + table + "\n")
-    print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

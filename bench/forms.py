@@ -17,14 +17,13 @@ machine and commit.
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
+from bench.machine import write_cpu_report  # noqa: E402
 from bench.tuning import retime, tune_cpu  # noqa: E402
 from tests.compiler.test_forms import (  # noqa: E402
     conv_forms,
@@ -33,7 +32,6 @@ from tests.compiler.test_forms import (  # noqa: E402
     int4_rounded_forms,
     matmul_forms,
 )
-from tunehub.worker.device import cpu_isa  # noqa: E402
 
 FAMILIES = {
     "matmul": matmul_forms(256, 256, 256),
@@ -72,19 +70,16 @@ def main() -> None:
     for family, spread in spreads:
         verdict = "within" if spread <= GOAL else "beyond"
         lines.append(f"- {family}: slowest form {spread:.2f}x the fastest ({verdict} {GOAL}x)")
-    day = datetime.date.today().isoformat()
-    option, suffix = only_suffix(args.only)
-    header = (
-        f"# Equivalent forms tuned side by side, {day}\n\n"
-        f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
-        f"`python bench/forms.py --trials {args.trials}{option}` (one thread each; each family's "
-        "best kernels then timed in turn, the fastest repeat of seven rounds).\n\n"
-    )
-    out = report_path("forms", cpu_tag(cpu_isa()) + suffix)
-    best = "\n\nThe tuned kernels:\n\n" + "\n".join(configs)
-    out.write_text(header + "\n".join(lines) + best + "\n")
     print("\n".join(lines[-len(spreads) :]))
-    print(f"wrote {out.relative_to(ROOT)}")
+    write_cpu_report(
+        "forms",
+        "Equivalent forms tuned side by side",
+        f"python bench/forms.py --trials {args.trials}",
+        "one thread each; each family's best kernels then timed in turn, the fastest repeat "
+        "of seven rounds",
+        args.only,
+        "\n".join(lines) + "\n\nThe tuned kernels:\n\n" + "\n".join(configs) + "\n",
+    )
 
 
 if __name__ == "__main__":

@@ -85,3 +85,24 @@ def report_path(name: str, tag: str = "") -> Path:
         count += 1
         path = stem.with_name(f"{stem.name}-{count}.md")
     return path
+
+
+def write_cpu_report(
+    name: str, title: str, command: str, how: str, only: list[str] | None, body: str
+) -> Path:
+    """Writes a CPU benchmark's report (`report_path(name)`, tagged with this CPU and an
+    `--only` run's workloads): `# title, date`, then the machine, its ISA, the commit and the
+    command with its `--only` option (`how`: how it measured, in parentheses), then `body`."""
+    from tunehub.worker.device import cpu_isa
+
+    option, suffix = only_suffix(only)
+    day = datetime.date.today().isoformat()
+    header = (
+        f"# {title}, {day}\n\n"
+        f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
+        f"`{command}{option}` ({how}).\n\n"
+    )
+    out = report_path(name, cpu_tag(cpu_isa()) + suffix)
+    out.write_text(header + body)
+    print(f"wrote {out.relative_to(ROOT)}")
+    return out

@@ -20,7 +20,6 @@ docs/benchmarks/unseen-<date>-<isa>.md with the machine and the commit.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 import time
@@ -32,13 +31,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import cpu_tag, describe_machine, git_commit, only_suffix, report_path  # noqa: E402
+from bench.machine import write_cpu_report  # noqa: E402
 from bench.tuning import median_latency, tune_cpu  # noqa: E402
 from tunehub.compiler.inputs import random_inputs  # noqa: E402
 from tunehub.compiler.ir import Program  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
 from tunehub.compiler.reference import evaluate  # noqa: E402
-from tunehub.worker.device import cpu_isa  # noqa: E402
 from tunehub.worker.measure.library import library_latency, median_call_s  # noqa: E402
 
 WORKLOADS = ROOT / "bench" / "data" / "unseen"
@@ -121,21 +119,16 @@ def main() -> None:
         )
         configs.append(f"- {name}: {kernel.knobs()}")
         print(lines[-1], flush=True)
-    day = datetime.date.today().isoformat()
-    option, suffix = only_suffix(args.only)
-    header = (
-        f"# Workloads outside the examples, tuned and timed beside numpy, {day}\n\n"
-        f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
-        f"`python bench/unseen.py --trials {args.trials}{option}` (one thread; each tuned "
-        "kernel timed again right before the two numpy versions, by the same rule: the median "
-        "of batches of at least 50 ms; numpy as the signature is the tuning's own library "
-        "baseline, compute by compute).\n\n"
+    write_cpu_report(
+        "unseen",
+        "Workloads outside the examples, tuned and timed beside numpy",
+        f"python bench/unseen.py --trials {args.trials}",
+        "one thread; each tuned kernel timed again right before the two numpy versions, by "
+        "the same rule: the median of batches of at least 50 ms; numpy as the signature is the "
+        "tuning's own library baseline, compute by compute",
+        args.only,
+        "\n".join(lines) + "\n\nThe tuned kernels:\n\n" + "\n".join(configs) + "\n",
     )
-    out = report_path("unseen", cpu_tag(cpu_isa()) + suffix)
-    out.write_text(
-        header + "\n".join(lines) + "\n\nThe tuned kernels:\n\n" + "\n".join(configs) + "\n"
-    )
-    print(f"wrote {out.relative_to(ROOT)}")
 
 
 def _peer_latency(name: str, program: Program) -> float:

@@ -25,3 +25,19 @@ def test_a_report_takes_the_first_free_name(
     second.write_text("two")
     assert machine.report_path("forms", "x86_64-avx2-amd").name.endswith("-amd-3.md")
     assert machine.report_path("cpu_vs_tvm").name == f"cpu_vs_tvm-{day}.md"
+
+
+def test_a_cpu_report_states_machine_commit_and_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(machine, "ROOT", tmp_path)
+    (tmp_path / "docs" / "benchmarks").mkdir(parents=True)
+    out = machine.write_cpu_report(
+        "forms", "Forms", "python bench/forms.py --trials 8", "one thread", ["conv"], "| t |\n"
+    )
+    assert out.name.endswith("-conv.md")
+    title, _, header, _, body = out.read_text().splitlines()
+    assert title == f"# Forms, {datetime.date.today().isoformat()}"
+    assert header.startswith("Machine: ") and "; ISA x86_64" in header and "Commit " in header
+    assert header.endswith("`python bench/forms.py --trials 8 --only conv` (one thread).")
+    assert body == "| t |"
