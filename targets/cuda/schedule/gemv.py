@@ -18,6 +18,7 @@ runs, the run loop is unrolled, so that all of a lane's loads are in flight at o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
@@ -90,11 +91,11 @@ class Gemv:
 
     def registers(self, ops: Operands) -> int:
         """The accumulators, indices and about 40 more; with `ahead`, the weights of every
-        run of the lane held at once (`weight_bytes` per k)."""
+        run of the lane held at once (`_weight_bytes` per k)."""
         held = 0
         if self.ahead:
-            per_run = self.vec * self.cols * weight_bytes(ops)
-            held = -int(-(self.runs(ops) or 0) * per_run // 4)
+            per_run = self.vec * self.cols * _weight_bytes(ops)
+            held = math.ceil((self.runs(ops) or 0) * per_run / 4)
         return self.rows * self.cols + self.rows + self.cols + 40 + held
 
     def lower(self, ops: Operands, ctx: Context) -> Stmt:
@@ -211,7 +212,7 @@ class Gemv:
         return seq(body)
 
 
-def weight_bytes(ops: Operands) -> float:
+def _weight_bytes(ops: Operands) -> float:
     """Bytes of the column (weight) side's reads per k of one column: an int4 word
     `W[n, k // 8]` gives half a byte, its scale `s[n, k // 32]` 1/16."""
     total = 0.0
