@@ -32,6 +32,7 @@ import numpy as np
 
 from tunehub.schemas.record import RecordStatus
 from tunehub.targets.cuda.launch import kernel_params, launch_plan, workspace_bytes
+from tunehub.targets.cuda.tensor_map import Encoded, TensorMap, tensor_maps
 from tunehub.worker.measure import measuring
 from tunehub.worker.measure.runner import MeasureResult
 from tunehub.worker.measure.sandboxed import Request
@@ -62,6 +63,7 @@ class Device(Protocol):
         params: Sequence[Any],
     ) -> None: ...
     def synchronize(self) -> None: ...
+    def tensor_map(self, tensor_map: TensorMap, address: int) -> Encoded: ...
     def time_calls(self, call: Callable[[], None], number: int) -> float: ...
     def release(self) -> None: ...
 
@@ -138,11 +140,13 @@ def _measure(
             for nbytes in workspace_bytes(meta["launch"], symbols)
         ]
         regions = {**inputs, **outputs}
+        maps = [device.tensor_map(m, regions[m.arg].address) for m in tensor_maps(meta, symbols)]
         params = kernel_params(
             [regions[a["name"]].address for a in meta["args"]],
             [w.address for w in workspaces],
             symbols,
             meta["symbols"],
+            maps,
         )
         plan = launch_plan(meta["launch"]["kernels"], symbols)
 

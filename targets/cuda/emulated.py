@@ -18,6 +18,7 @@ import numpy as np
 
 from tunehub.targets.cuda.emulate.emulator import EmulationError, Library
 from tunehub.targets.cuda.runner import CudaRunner
+from tunehub.targets.cuda.tensor_map import Encoded, TensorMap, emulated
 
 ALIGN = 256  # as cuMemAlloc's pointers
 
@@ -52,6 +53,9 @@ class Emulator:
 
     def read(self, address: int, out: np.ndarray) -> None:
         ctypes.memmove(out.ctypes.data, address, out.nbytes)
+
+    def tensor_map(self, tensor_map: TensorMap, address: int) -> Encoded:
+        return emulated(tensor_map, address)
 
     def launch(
         self,

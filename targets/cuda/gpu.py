@@ -26,6 +26,7 @@ import numpy as np
 from cuda.bindings import driver
 
 from tunehub.targets.cuda.emulate.emulator import pack_params
+from tunehub.targets.cuda.tensor_map import WORDS, Encoded, TensorMap
 
 # Past the 48 KiB every kernel may use, dynamic shared memory needs the function's opt-in.
 DEFAULT_DYNAMIC_SHARED = 48 * 1024
@@ -57,6 +58,37 @@ def primary_context(ordinal: int) -> tuple[Any, Any]:
     check(driver.cuInit(0), "cuInit")
     device = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
     return device, check(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+
+
+_MAP_TYPES = {
+    "float16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    "bfloat16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+}
+
+
+def encode_tensor_map(tensor_map: TensorMap, address: int) -> Encoded:
+    """The driver's encoding of a map (`targets.cuda.tensor_map`) over the buffer at device
+    `address`: 128-byte swizzle, elements outside the buffer read as zeros, L2 fetches of
+    256 bytes (as CUTLASS asks for its operand tiles)."""
+    assert tensor_map.swizzle == 128, tensor_map
+    rank = len(tensor_map.dims)
+    encoded = check(
+        driver.cuTensorMapEncodeTiled(
+            _MAP_TYPES[tensor_map.dtype],
+            rank,
+            address,
+            [driver.cuuint64_t(d) for d in tensor_map.dims],
+            [driver.cuuint64_t(s) for s in tensor_map.strides],
+            [driver.cuuint32_t(b) for b in tensor_map.box],
+            [driver.cuuint32_t(1)] * rank,
+            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        ),
+        f"cuTensorMapEncodeTiled({tensor_map.arg})",
+    )
+    return (ctypes.c_uint64 * WORDS)(*(int(word) for word in encoded.opaque))
 
 
 class CudaModule:
@@ -152,6 +184,9 @@ class Gpu:
 
     def read(self, address: int, out: np.ndarray) -> None:
         check(driver.cuMemcpyDtoH(out.ctypes.data, address, out.nbytes), "cuMemcpyDtoH")
+
+    def tensor_map(self, tensor_map: TensorMap, address: int) -> Encoded:
+        return encode_tensor_map(tensor_map, address)
 
     def release(self) -> None:
         """Free the candidate's buffers and unload its module (the flush buffer stays)."""

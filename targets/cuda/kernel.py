@@ -33,6 +33,7 @@ import numpy as np
 
 from tunehub.runtime.arguments import Arg, Arguments, numpy_dtype
 from tunehub.targets.cuda.launch import Plan, kernel_params, launch_plan, workspace_bytes
+from tunehub.targets.cuda.tensor_map import Encoded, tensor_maps
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ class CudaKernel:
             device_array(r, f"output {a.name!r}").pointer
             for a, r in zip(self.outputs, results, strict=True)
         ]
+        at = dict(zip([a.name for a in (*self.inputs, *self.outputs)], pointers, strict=True))
+        maps = [gpu.encode_tensor_map(m, at[m.arg]) for m in tensor_maps(self.metadata, values)]
         if ordinal not in self._contexts:
             self._contexts[ordinal] = gpu.primary_context(ordinal)[1]
         context = self._contexts[ordinal]
@@ -172,6 +175,7 @@ class CudaKernel:
             workspaces,
             pointers,
             {s: values[s] for s in self.symbols},
+            maps,
             _stream(gpu, stream, inputs[0] if inputs else None, arrays),
             results[0] if len(results) == 1 else tuple(results),
         )
@@ -210,6 +214,7 @@ class BoundLaunch:
         workspaces: list[int],
         pointers: list[int],
         symbols: dict[str, int],
+        maps: list[Encoded],
         stream: Any,
         result: Any,
     ) -> None:
@@ -221,7 +226,7 @@ class BoundLaunch:
                 int(check(driver.cuMemAllocAsync(max(n, 1), stream), f"cuMemAllocAsync({n})"))
                 for n in workspaces
             ]
-        self.params = kernel_params(pointers, self._scratch, symbols, list(symbols))
+        self.params = kernel_params(pointers, self._scratch, symbols, list(symbols), maps)
 
     def __call__(self) -> None:
         with _current(self._gpu, self._context):

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tunehub.runtime.abi import eval_extent
+from tunehub.targets.cuda.tensor_map import Encoded
 
 Plan = list[tuple[str, list[int], list[int], int]]
 
@@ -38,10 +39,11 @@ def kernel_params(
     workspaces: Sequence[int],
     symbols: Mapping[str, int],
     order: Sequence[str],
-) -> list[ctypes._SimpleCData[Any]]:
+    maps: Sequence[Encoded] = (),
+) -> list[Any]:
     """Every kernel's arguments: the argument buffers (inputs, then outputs), the workspaces,
-    then the symbols in `order` as int64."""
-    params: list[ctypes._SimpleCData[Any]] = [ctypes.c_void_p(a) for a in buffers]
+    the symbols in `order` as int64, then the encoded tensor maps (`targets.cuda.tensor_map`)."""
+    params: list[Any] = [ctypes.c_void_p(a) for a in buffers]
     params += [ctypes.c_void_p(w) for w in workspaces]
     params += [ctypes.c_int64(int(symbols[s])) for s in order]
-    return params
+    return [*params, *maps]

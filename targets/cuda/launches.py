@@ -32,12 +32,13 @@ from tunehub.compiler.loop import (
     scalar,
     stmts,
 )
-from tunehub.targets.cuda.loop import Wgmma
+from tunehub.targets.cuda.loop import TensorCopy, Wgmma, tensor_map
 
 # Static `__shared__` arrays are limited to 48 KiB per kernel; past that, the kernel takes its
 # shared memory as dynamic shared memory (and the caller must opt in to the size).
 STATIC_SHARED_BYTES = 48 * 1024
 _ALIGN = 16
+SWIZZLE_BYTES = 128  # every tensor copy writes the 128-byte swizzled layout (`TensorCopy`)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,16 @@ def decl_bytes(decl: Decl) -> int:
     return math.prod(decl.shape) * size
 
 
+def tensor_maps(fn: Function) -> dict[str, TensorCopy]:
+    """The tensor map parameters of `fn`'s kernels (`tensor_map`), in parameter order, each
+    with the first copy that reads through it."""
+    found: dict[str, TensorCopy] = {}
+    for s in stmts(fn.body):
+        if isinstance(s, TensorCopy):
+            found.setdefault(tensor_map(s), s)
+    return found
+
+
 # ----------------------------------------------------------------------------- metadata
 
 
@@ -171,7 +182,11 @@ def metadata(fn: Function, found: list[Launch]) -> dict[str, object]:
         }
         for ws in fn.workspaces
     ]
-    return {"kernels": kernels, "workspace": workspace}
+    maps = [
+        {"name": name, "arg": copy.tensor, "box": list(copy.box), "swizzle": SWIZZLE_BYTES}
+        for name, copy in tensor_maps(fn).items()
+    ]
+    return {"kernels": kernels, "workspace": workspace, **({"tensor_maps": maps} if maps else {})}
 
 
 _OPS = {"+": "+", "-": "-", "*": "*", "//": "/", "%": "%"}

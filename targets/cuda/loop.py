@@ -3,8 +3,9 @@
 
 `Wmma` statements drive the tensor cores and `Wgmma` statements Hopper's warpgroup tensor
 cores; `AsyncCopy` statements (sm_80+ `cp.async`) copy global memory into shared memory while
-the thread goes on; `Mbarrier` statements (sm_90) let some threads wait for others without a
-block-wide barrier.
+the thread goes on; `TensorCopy` statements (sm_90 TMA) have the copy engine bring a whole box
+of a global buffer into shared memory; `Mbarrier` statements (sm_90) let some threads wait for
+others without a block-wide barrier.
 """
 
 from __future__ import annotations
@@ -147,7 +148,40 @@ class Wgmma(Stmt):
             raise ValueError("a wgmma needs both factors in shared memory and n in 8..256")
 
 
-MBARRIER_OPS = ("init", "arrive", "arrive_copies", "wait")
+@dataclass(frozen=True, slots=True)
+class TensorCopy(Stmt):
+    """GPU, sm_90 (TMA, `cp.async.bulk.tensor`), issued by one thread: the copy engine reads
+    the box of `box` elements per dimension (innermost first) of the global buffer `tensor`
+    at element coordinates `coords` (innermost first) and writes it into the shared array
+    `buffer` from element `offset` on (1024-byte aligned), in the 128-byte swizzled layout of
+    `targets.cuda.schedule.wgmma` (a box row is 128 bytes: `box[0]` 16-bit elements).
+    Elements outside the buffer arrive as zeros. When the box has landed, its bytes count
+    against the transactions `Mbarrier("expect")` announced on element `index` of the
+    mbarrier array `barrier`. The launch passes the buffer's tensor map (`tensor_map`) as a
+    kernel parameter."""
+
+    buffer: str = field(metadata=BUFFER)
+    offset: Expr
+    tensor: str = field(metadata=BUFFER)
+    box: tuple[int, ...]
+    coords: tuple[Expr, ...]
+    barrier: str = field(metadata=BUFFER)
+    index: Expr = ZERO
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.box) <= 5 or len(self.coords) != len(self.box):
+            raise ValueError("a tensor copy has 1 to 5 dimensions, a coordinate for each")
+        if any(not 1 <= b <= 256 for b in self.box):
+            raise ValueError("a tensor copy's box holds 1 to 256 elements per dimension")
+
+
+def tensor_map(copy: TensorCopy) -> str:
+    """The kernel parameter holding the tensor map a copy reads through: one per buffer and
+    box, shared by every copy of that box."""
+    return f"{copy.tensor}_map_{'x'.join(map(str, copy.box))}"
+
+
+MBARRIER_OPS = ("init", "fence_init", "arrive", "arrive_copies", "expect", "wait")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +192,14 @@ class Mbarrier(Stmt):
     for the next. `op`:
 
     * `init`: arms it for `count` arrivals per phase (one thread, before a `Barrier`);
+    * `fence_init`: makes this thread's `init`s visible to the copy engine, which completes
+      `TensorCopy`s on them (after them, before the `Barrier`);
     * `arrive`: one arrival; this thread's memory writes before it are visible to threads
       whose `wait` returns after the phase completes;
     * `arrive_copies`: one arrival, made once every `AsyncCopy` this thread issued before it
       has landed (the thread goes on at once);
+    * `expect`: no arrival, but the current phase also waits for `count` bytes of
+      `TensorCopy`s to land (issued after it, as the phase's arrivals are made);
     * `wait`: until the phase of parity `parity` (phases alternate 0, 1, 0, ...; waiting on
       parity 1 before the first phase completes returns at once) has completed.
     """
@@ -175,8 +213,8 @@ class Mbarrier(Stmt):
     def __post_init__(self) -> None:
         if self.op not in MBARRIER_OPS:
             raise ValueError(f"unknown mbarrier operation {self.op!r}")
-        if self.op == "init" and self.count < 1:
-            raise ValueError("an mbarrier counts at least one arrival")
+        if self.op in ("init", "expect") and self.count < 1:
+            raise ValueError(f"an mbarrier {self.op} counts at least one arrival or byte")
 
 
 # ----------------------------------------------------------------------------- dumps
@@ -224,10 +262,19 @@ def _wgmma(stmt: Wgmma, depth: int = 0) -> str:
 
 
 @format_stmt.register
+def _tensor_copy(stmt: TensorCopy, depth: int = 0) -> str:
+    coords = ", ".join(format_expr(c) for c in stmt.coords)
+    head = f"{'  ' * depth}tensor copy {stmt.buffer}[{format_expr(stmt.offset)}]"
+    box = "x".join(map(str, stmt.box))
+    barrier = f"{stmt.barrier}[{format_expr(stmt.index)}]"
+    return f"{head} = {stmt.tensor} box {box} at ({coords}) on {barrier}"
+
+
+@format_stmt.register
 def _mbarrier(stmt: Mbarrier, depth: int = 0) -> str:
     at = f"{'  ' * depth}mbarrier {stmt.buffer}[{format_expr(stmt.index)}]"
-    if stmt.op == "init":
-        return f"{at} init {stmt.count}"
+    if stmt.op in ("init", "expect"):
+        return f"{at} {stmt.op} {stmt.count}"
     if stmt.op == "wait":
         return f"{at} wait parity {format_expr(stmt.parity)}"
     return f"{at} {stmt.op}"

@@ -2,7 +2,8 @@
 
 A GPU function (see "GPU concepts" in `compiler.loop.nodes`) becomes one `extern "C" __global__`
 kernel per launch (`targets.cuda.launches`), each taking every argument (inputs, outputs,
-workspaces, symbols) and bounded by `__launch_bounds__` of its block. Block and thread
+workspaces, symbols, then the tensor maps its TMA copies read through, as
+`__grid_constant__` values) and bounded by `__launch_bounds__` of its block. Block and thread
 bindings become `const int64_t` copies of `blockIdx`/`threadIdx` (a thread binding smaller
 than the block is guarded), shared arrays `__shared__` arrays (or slices of dynamic shared
 memory past 48 KiB), barriers `__syncthreads()`, shuffles `__shfl_*_sync` over the full warp,
@@ -40,8 +41,16 @@ from tunehub.compiler.loop import (
     stmts,
 )
 from tunehub.compiler.render.cstyle import CODES, CStyleRenderer, compute, rounded, widened
-from tunehub.targets.cuda.launches import Launch, guarded, launches
-from tunehub.targets.cuda.loop import AsyncCopy, Mbarrier, SharedMatrix, Wgmma, Wmma
+from tunehub.targets.cuda.launches import Launch, guarded, launches, tensor_maps
+from tunehub.targets.cuda.loop import (
+    AsyncCopy,
+    Mbarrier,
+    SharedMatrix,
+    TensorCopy,
+    Wgmma,
+    Wmma,
+    tensor_map,
+)
 
 _HALF = {
     "float16": {
@@ -72,6 +81,7 @@ _LANES = "xyzw"
 _FULL_MASK = "0xffffffffu"
 _SHUFFLES = {"shfl_xor": "__shfl_xor_sync", "shfl_down": "__shfl_down_sync"}
 _DYNAMIC = "tunehub_shared"
+_TENSOR_MAP = "TunehubTensorMap"  # the emulator defines its own (`cuda_emulate.h`)
 _WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
 _WGMMA_SYNC = {
     "fence": "wgmma.fence.sync.aligned",
@@ -150,6 +160,9 @@ class CUDARenderer(CStyleRenderer):
         halves += ["#include <mma.h>"] if tensor_cores else []
         if halves:
             lines += ["#ifdef __CUDACC__", *halves, "#endif"]
+        if tensor_maps(fn):  # a CUtensorMap's 128 opaque bytes, as the driver encodes them
+            struct = f"struct __align__(64) {_TENSOR_MAP} {{ unsigned long long opaque[16]; }};"
+            lines += ["#ifndef TUNEHUB_EMULATE", struct, "#endif"]
         return [*lines, ""]
 
     def half_helpers(self, dtype: str, vectorized: bool) -> dict[str, str]:
@@ -168,7 +181,12 @@ class CUDARenderer(CStyleRenderer):
     def function(self, fn: Function) -> list[str]:
         if any(ws.per_thread for ws in fn.workspaces):
             raise ValueError("CUDA functions have no per-thread workspaces")
-        params = self.params(fn, workspaces=True)
+        params = ", ".join(
+            [
+                self.params(fn, workspaces=True),
+                *(f"const __grid_constant__ {_TENSOR_MAP} {name}" for name in tensor_maps(fn)),
+            ]
+        )
         lines: list[str] = []
         for launch in launches(fn):
             self.launch = launch
@@ -256,6 +274,32 @@ class CUDARenderer(CStyleRenderer):
         dst = f"{stmt.buffer} + {self.expr(stmt.offset)}"
         return [f"{pad}{helper}({dst}, {self.name(buf.name)} + {index}, {bytes_});"]
 
+    def _stmt_TensorCopy(self, stmt: TensorCopy, depth: int) -> list[str]:
+        rank = len(stmt.box)
+        coords = ", ".join(f"%{2 + d}" for d in range(rank))
+        ptx = (
+            f'"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile'
+            f'.mbarrier::complete_tx::bytes [%0], [%1, {{{coords}}}], [%{2 + rank}];\\n"\n'
+            '      :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"((uint64_t)map), '
+            + "".join(f'"r"(c{d}), ' for d in range(rank))
+            + '"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory"'
+        )
+        names = ", ".join(f"c{d}" for d in range(rank))
+        fallback = (
+            f"  const int coords[{rank}] = {{{names}}};\n"
+            f"  ::cuda_emu::tensor_copy(dst, map, coords, {rank}, bar);"
+        )
+        ints = [f"int c{d}" for d in range(rank)]
+        params = ", ".join([f"void* dst, const {_TENSOR_MAP}* map", *ints, "int64_t* bar"])
+        helper = self._ptx_helper(f"tensor_copy{rank}d", params, ptx, fallback)
+        args = [
+            f"{stmt.buffer} + {self.expr(stmt.offset)}",
+            f"&{tensor_map(stmt)}",
+            *(f"(int)({self.expr(c)})" for c in stmt.coords),
+            f"{stmt.barrier} + {self.expr(stmt.index)}",
+        ]
+        return [f"{self.indent * depth}{helper}({', '.join(args)});"]
+
     def _stmt_Wgmma(self, stmt: Wgmma, depth: int) -> list[str]:
         pad = self.indent * depth
         if stmt.op == "mma":
@@ -282,6 +326,9 @@ class CUDARenderer(CStyleRenderer):
 
     def _stmt_Mbarrier(self, stmt: Mbarrier, depth: int) -> list[str]:
         pad = self.indent * depth
+        if stmt.op == "fence_init":
+            ptx = '"fence.mbarrier_init.release.cluster;\\n" ::: "memory"'
+            return [f"{pad}{self._ptx_helper('mbarrier_fence_init', '', ptx)}();"]
         address = '"r"((unsigned)__cvta_generic_to_shared(bar))'
         if stmt.op == "init":
             ptx = (
@@ -301,6 +348,13 @@ class CUDARenderer(CStyleRenderer):
                 "int64_t* bar, unsigned parity",
                 f", (unsigned)({self.expr(stmt.parity)})",
             )
+        elif stmt.op == "expect":
+            ptx = (
+                '"mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\\n" :: '
+                f'{address}, "r"(bytes) : "memory"'
+            )
+            fallback = "  ::cuda_emu::mbarrier_expect(bar, bytes);"
+            params, extra = "int64_t* bar, unsigned bytes", f", {stmt.count}u"
         elif stmt.op == "arrive":
             ptx = f'"mbarrier.arrive.shared::cta.b64 _, [%0];\\n" :: {address} : "memory"'
             fallback = "  ::cuda_emu::mbarrier_arrive(bar);"

@@ -55,6 +55,13 @@ TURNS: list[dict[str, Any]] = [
     {**VARIANTS[5], "wgmma_tiles": 2, "wgmma_prefetch": True},
 ]
 
+# The copy engine bringing the tiles of the sides copied as they are (`wgmma_tma`, where it
+# exists): with a slice in flight, and in turns of several tiles per block.
+TMA: list[dict[str, Any]] = [
+    {**VARIANTS[6], "wgmma_tma": True},
+    {**VARIANTS[5], "wgmma_tiles": 2, "wgmma_raster": 8, "wgmma_tma": True},
+]
+
 
 def wgmma_config(space: Space, **knobs: Any) -> Config:
     """The naive config with every contraction stage in `wgmma` mode and `knobs` set."""
@@ -157,6 +164,9 @@ def test_compiles_for_sm90a_without_spills() -> None:
     eager = {"wgmma_stages": 4, "wgmma_producer": True, "wgmma_prefetch": True, "wgmma_tiles": 2}
     eager = {**VARIANTS[3], **eager}
     found.append(lower(programs[1], SM90, wgmma_config(space, **eager)))
+    found.append(lower(programs[1], SM90, wgmma_config(space, **eager, wgmma_tma=True)))
+    space = space_for(programs[0], SM90)
+    found += [lower(programs[0], SM90, wgmma_config(space, **v)) for v in TMA]
     assert build_arch("sm_90", found) == "sm_90a"
     assert build_arch(
         "sm_90", [lower(programs[0], SM90, space_for(programs[0], SM90).naive())]
@@ -184,8 +194,10 @@ emulated = pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator 
 
 
 def run(tmp_path: Path, program: Program, symbols: dict[str, int]) -> None:
+    """Every variant, and with the copy engine where it is offered."""
     space = space_for(program, SM90)
-    assert_right(tmp_path, program, [wgmma_config(space, **v) for v in VARIANTS], symbols)
+    variants = VARIANTS + (TMA if "s0.wgmma_tma" in space.knobs else [])
+    assert_right(tmp_path, program, [wgmma_config(space, **v) for v in variants], symbols)
 
 
 @emulated
@@ -255,6 +267,60 @@ def test_a_prefetching_producer_reads_the_next_slice_ahead(tmp_path: Path) -> No
     assert_right(tmp_path, conv, [wgmma_config(space, **VARIANTS[5], wgmma_prefetch=True)], {})
 
 
+def test_the_copy_engine_brings_raw_tiles_through_tensor_maps() -> None:
+    """With `wgmma_tma` one producer thread has the copy engine bring each stage's raw tiles:
+    a K-major tile in one box, an N-major one in a box per 64 columns, each through a tensor
+    map the launch passes after the symbols. Where it brings both sides the producer is that
+    thread alone (the stage completes on its arrival and the bytes); an int4 side is still
+    evaluated by the producer's threads. It needs a producer."""
+    program = matmul("float16", 64, 256, 80)  # A[m, k] K-major, B[k, n] N-major
+    space = space_for(program, SM90)
+    config = wgmma_config(space, **{**VARIANTS[5], "wgmma_bn": 128}, wgmma_tma=True)
+    kernel = lower(program, SM90, config)
+    assert kernel.launch["tensor_maps"] == [
+        {"name": "A_map_64x128", "arg": "A", "box": [64, 128], "swizzle": 128},
+        {"name": "B_map_64x64", "arg": "B", "box": [64, 64], "swizzle": 128},
+    ]
+    for text in (
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+        "mbarrier.expect_tx.relaxed.cta.shared::cta.b64",
+        "fence.mbarrier_init.release.cluster;",
+        "acc_, const __grid_constant__ TunehubTensorMap A_map_64x128, "
+        "const __grid_constant__ TunehubTensorMap B_map_64x64)",
+        "mbarrier_init(full + b, 1u);",
+        "mbarrier_expect(full + (t % 3), 32768u);",  # 128 x 64 + 128 x 64 halves
+    ):
+        assert text in kernel.source, text
+    assert kernel.source.count("tensor_copy2d(Bs") == 2  # two boxes of 64 columns
+    assert "cp_async" not in kernel.source
+    assert "tma" in (space.check({**config, "s0.wgmma_producer": False}) or "")
+    int4 = int4_matmul()
+    space = space_for(int4, SM90)
+    source = lower(int4, SM90, wgmma_config(space, **VARIANTS[5], wgmma_tma=True)).source
+    assert "tensor_copy2d(As" in source and "tensor_copy2d(Bs" not in source
+    assert "mbarrier_init(full + b, 128u);" in source
+    # The padded convolution's image is evaluated, its weights' k is three axes: no copies.
+    assert "s0.wgmma_tma" not in space_for(padded_conv("float16"), SM90).knobs
+
+
+@emulated
+def test_the_copy_engine_zero_fills_only_past_k(tmp_path: Path) -> None:
+    """A side whose buffer runs on past k (A holds 96 columns, k sums 80) is copied by the
+    producer's threads, as the copy engine's zeros start at the buffer's edge; the other side
+    (B's rows are k's) comes through the copy engine beside those copies."""
+    computes = [
+        c("acc", "mn", [64, 96], "float32(A[m, k]) * float32(B[k, n])", op="sum", over={"k": 80})
+    ]
+    inputs = [t("A", [64, 96], "float16"), t("B", [80, 96], "float16")]
+    program = signature(computes, inputs, ["acc"])
+    space = space_for(program, SM90)
+    configs = [wgmma_config(space, **v) for v in TMA]
+    source = lower(program, SM90, configs[0]).source
+    assert "tensor_copy2d(Bs" in source and "tensor_copy2d(As" not in source
+    assert "cp_async16(As" in source
+    assert_right(tmp_path, program, configs, {})
+
+
 @emulated
 def test_grouped_block_order_covers_every_tile(tmp_path: Path) -> None:
     """10 x 4 tiles in groups of 8 row tiles, the last group partial; and 5 x 4 of them with
@@ -295,29 +361,32 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     space = space_for(matmul("float16", 4096, 4096, 4096), SM90)
     seeds = space.seeds()
     modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
-    assert modes_of == ["wgmma"] * 5 + ["wmma"]
+    assert modes_of == ["wgmma"] * 8 + ["wmma"]
     assert all(space.check(seed) is None for seed in seeds)
     first = {k: seeds[0][f"s0.wgmma_{k}"] for k in ("bm", "bn", "groups", "stages", "raster")}
     assert first == {"bm": 128, "bn": 256, "groups": 2, "stages": 4, "raster": 1}
-    assert [seed["s0.wgmma_producer"] for seed in seeds[:5]] == [False, True, True, True, False]
-    # 16 x 32 tiles of 256 x 128 in turns of 4: 128 blocks, every one resident on 132 SMs
-    assert [seed["s0.wgmma_tiles"] for seed in seeds[:5]] == [1, 1, 4, 1, 1]
+    producers = [seed["s0.wgmma_producer"] for seed in seeds[:8]]
+    assert producers == [False, *[True] * 6, False]
+    # 16 x 32 tiles of 256 x 128 in turns of 4: 128 blocks, every one resident on 132 SMs;
+    # each producer shape also with the copy engine
+    assert [seed["s0.wgmma_tiles"] for seed in seeds[:8]] == [1, 1, 4, 1, 4, 1, 1, 1]
+    tma = [seed["s0.wgmma_tma"] for seed in seeds[:8]]
+    assert tma == [False, False, False, True, True, False, True, False]
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
     # Symbolic rows: the long-run GEMV kernel too; 4 rows: only that. Int4 weights are
-    # evaluated: each producer shape also reading a slice ahead.
+    # evaluated: each producer shape also reading a slice ahead, both forms also with the
+    # activations brought by the copy engine.
     int4_seeds = space_for(int4_matmul(), SM90).seeds()
-    assert [s["s0.mode"] for s in int4_seeds] == ["gemv", *["wgmma"] * 6, "wmma"]
-    assert [(s["s0.wgmma_producer"], s["s0.wgmma_prefetch"]) for s in int4_seeds[1:7]] == [
-        (False, False),
-        (True, False),
-        (True, True),
-        (True, False),
-        (True, True),
-        (False, False),
+    assert [s["s0.mode"] for s in int4_seeds] == ["gemv", *["wgmma"] * 10, "wmma"]
+    knobs = ("producer", "prefetch", "tma")
+    assert [tuple(s[f"s0.wgmma_{k}"] for k in knobs) for s in int4_seeds[1:11]] == [
+        (False, False, False),
+        *[(True, False, False), (True, True, False), (True, False, True), (True, True, True)] * 2,
+        (False, False, False),
     ]
-    assert {s["s0.wgmma_tiles"] for s in int4_seeds[1:7]} == {1}  # M unknown: tiles uncounted
+    assert {s["s0.wgmma_tiles"] for s in int4_seeds[1:11]} == {1}  # M unknown: tiles uncounted
     few = space_for(matmul("float16", 3, 4096, 4096), SM90).seeds()
     assert {(s["s0.mode"], s["s0.gemv_rows"]) for s in few} == {("gemv", 4)}
     assert len(few) == len(GEMV_SEEDS) + 1  # 4 runs of 32 per lane: the first also ahead
@@ -327,14 +396,15 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     one, many = space.seeds({"M": 1}), space.seeds({"M": 2048})
     assert [(s["s0.mode"], s["s0.gemv_rows"]) for s in one] == [("gemv", 1)] * len(GEMV_SEEDS)
     assert all(space.check(seed) is None for seed in one + many)
-    assert [s["s0.mode"] for s in many] == ["wgmma"] * 6 + ["wmma"]
-    assert {s["s0.wgmma_tiles"] for s in many[:6]} == {1}  # 8 x 1 tiles: all resident at once
+    assert [s["s0.mode"] for s in many] == ["wgmma"] * 10 + ["wmma"]
+    assert {s["s0.wgmma_tiles"] for s in many[:10]} == {1}  # 8 x 1 tiles: all resident at once
 
 
 @pytest.mark.gpu
 def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
     """The hardware reads the tiles as the emulator does: every variant above (tiles in
-    turn among them), and the seeds, verified on the GPU against the reference."""
+    turn and the copy engine's among them), and the seeds, verified on the GPU against the
+    reference."""
     gpus = device.gpus()
     if not gpus or gpus[0]["gpu_arch"] != "sm_90":
         pytest.skip("needs an sm_90 GPU")
@@ -347,5 +417,6 @@ def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
         (int4_matmul(), {"M": 5}),
     ):
         space = space_for(program, SM90)
-        configs = [wgmma_config(space, **v) for v in VARIANTS + TURNS] + space.seeds()
+        tma = TMA if "s0.wgmma_tma" in space.knobs else []
+        configs = [wgmma_config(space, **v) for v in VARIANTS + TURNS + tma] + space.seeds()
         assert_right(tmp_path, program, configs, symbols, emulate=False)

@@ -58,6 +58,12 @@
 #define __launch_bounds__(...)
 #define __grid_constant__
 
+// A tensor map kernel parameter (TMA; see `tensor_copy`): over-aligned on the device only, as
+// the host's parameter copies are not.
+struct TunehubTensorMap {
+  unsigned long long opaque[16];
+};
+
 // ---- built-in vector types ---------------------------------------------------------------
 // Alignments follow CUDA's vector_types.h: 2- and 4-vectors are aligned to their size (up to
 // 16 bytes), so `reinterpret_cast<float4*>` loads behave as on the device.
@@ -202,6 +208,7 @@ struct PendingMma {
   unsigned group = 0;  // the commit that closes its group
 };
 constexpr unsigned MAX_PENDING_MMAS = 64;
+constexpr unsigned MAX_TRANSACTION_BARRIERS = 64;
 
 struct Fiber {
   Context context;
@@ -224,6 +231,12 @@ struct Launch {
   void (*body)(void*) = nullptr;
   void* context = nullptr;
   unsigned char* dynamic_shared = nullptr;
+  // Bytes of tensor copies each mbarrier's current phase still waits for (`mbarrier_expect`).
+  struct Transactions {
+    const void* bar;
+    long long bytes;
+  } transactions[MAX_TRANSACTION_BARRIERS];
+  unsigned transaction_barriers = 0;
 };
 
 static Launch* current = nullptr;  // one launch at a time
@@ -328,6 +341,7 @@ inline void fiber_main() {
 // barriers that the others never reach).
 inline bool run_block(Launch& launch, bool reverse) {
   launch.block = Group{launch.threads, 0};
+  launch.transaction_barriers = 0;
   for (unsigned w = 0; w < (launch.threads + 31) / 32; w++) {
     unsigned lanes = warp_lanes(w);
     launch.warps[w].group = Group{lanes, 0};
@@ -964,24 +978,57 @@ inline void wgmma_wait(unsigned in_flight) {
 // ---- mbarriers (sm_90) ------------------------------------------------------------------------
 // The 64-bit object in shared memory holds, as here only: the arrivals still missing in the
 // current phase (bits 0-30), the phase's parity (bit 31) and the arrivals per phase (bits
-// 32-62). A thread waiting on a phase that has not completed sleeps until an arrival completes
-// it, so threads that wait on each other forever are reported as a deadlock.
+// 32-62); the bytes of tensor copies the phase still waits for are kept beside it
+// (`Launch::transactions`). A phase completes when both reach 0. A thread waiting on a phase
+// that has not completed sleeps until it does, so threads that wait on each other forever are
+// reported as a deadlock.
 inline void mbarrier_init(std::int64_t* bar, unsigned count) {
   *bar = static_cast<std::int64_t>((static_cast<std::uint64_t>(count) << 32) | count);
 }
 
+inline long long* mbarrier_pending(const std::int64_t* bar) {
+  Launch& launch = *current;
+  for (unsigned i = 0; i < launch.transaction_barriers; i++)
+    if (launch.transactions[i].bar == bar) return &launch.transactions[i].bytes;
+  return nullptr;
+}
+
+inline long long& mbarrier_bytes(const std::int64_t* bar) {
+  Launch& launch = *current;
+  if (long long* found = mbarrier_pending(bar)) return *found;
+  if (launch.transaction_barriers == MAX_TRANSACTION_BARRIERS) {
+    std::fprintf(stderr, "cuda_emulate: more than %u mbarriers with tensor copies\n",
+                 MAX_TRANSACTION_BARRIERS);
+    std::abort();
+  }
+  launch.transactions[launch.transaction_barriers] = {bar, 0};
+  return launch.transactions[launch.transaction_barriers++].bytes;
+}
+
+// Completes the current phase once no arrival and no byte is missing: the waiters wake.
+inline void mbarrier_settle(std::int64_t* bar) {
+  auto word = static_cast<std::uint64_t>(*bar);
+  std::uint64_t expected = word >> 32, phase = (word >> 31) & 1;
+  const long long* bytes = mbarrier_pending(bar);
+  if ((word & 0x7fffffffu) != 0 || (bytes != nullptr && *bytes != 0)) return;
+  for (unsigned t = 0; t < current->threads; t++)
+    if (current->fibers[t].wait == AT_MBARRIER && current->fibers[t].awaited == bar)
+      current->fibers[t].wait = RUNNABLE;
+  *bar = static_cast<std::int64_t>(expected << 32 | (phase ^ 1) << 31 | expected);
+}
+
 inline void mbarrier_arrive(std::int64_t* bar) {
   auto word = static_cast<std::uint64_t>(*bar);
-  std::uint64_t expected = word >> 32, phase = (word >> 31) & 1, missing = word & 0x7fffffffu;
-  if (--missing == 0) {
-    missing = expected;
-    phase ^= 1;
-    for (unsigned t = 0; t < current->threads; t++)
-      if (current->fibers[t].wait == AT_MBARRIER && current->fibers[t].awaited == bar)
-        current->fibers[t].wait = RUNNABLE;
+  if ((word & 0x7fffffffu) == 0) {
+    std::fprintf(stderr, "cuda_emulate: an mbarrier arrival beyond its count\n");
+    std::abort();
   }
-  *bar = static_cast<std::int64_t>(expected << 32 | phase << 31 | missing);
+  *bar = static_cast<std::int64_t>(word - 1);
+  mbarrier_settle(bar);
 }
+
+// The current phase also waits for `bytes` of tensor copies (`mbarrier.expect_tx`).
+inline void mbarrier_expect(std::int64_t* bar, unsigned bytes) { mbarrier_bytes(bar) += bytes; }
 
 // Until the phase of `parity` has completed: the current phase has the other parity.
 inline void mbarrier_wait(std::int64_t* bar, unsigned parity) {
@@ -991,6 +1038,51 @@ inline void mbarrier_wait(std::int64_t* bar, unsigned parity) {
     self.awaited = bar;
     switch_context(self.context, current->scheduler);
   }
+}
+
+// ---- tensor memory access (sm_90 TMA) --------------------------------------------------------
+// The host encodes a tensor map for the emulator as 16 words (`targets.cuda.tensor_map`): [0]
+// the global address, [1] rank | element bytes << 8 | swizzle bytes << 16, [2..6] the
+// dimensions and [11..15] the box, innermost first, [7..10] the byte strides of dimensions 1
+// to 4. A copy lands at once: the box, element by element in its order (innermost fastest),
+// out-of-range elements as zeros, into shared memory at `dst` with the swizzle applied to the
+// address (bits 4-6 ^= bits 7-9, as `descriptor_element` reads it), then its bytes count
+// against the mbarrier, which must have been told to expect them.
+inline void tensor_copy(void* dst, const void* map, const int* coords, unsigned rank,
+                        std::int64_t* bar) {
+  const auto* w = static_cast<const std::uint64_t*>(map);
+  std::uint64_t size = (w[1] >> 8) & 0xff, swizzle = (w[1] >> 16) & 0xffff;
+  const std::uint64_t *dims = w + 2, *strides = w + 7, *box = w + 11;
+  std::uint64_t start = shared_offset(dst), total = 1;
+  for (unsigned d = 0; d < rank; d++) total *= box[d];
+  if ((w[1] & 0xff) != rank || (swizzle != 0 && (box[0] * size != swizzle || start % 1024))) {
+    std::fprintf(stderr, "cuda_emulate: a tensor copy whose map, box or address does not fit\n");
+    std::abort();
+  }
+  for (std::uint64_t e = 0; e < total; e++) {
+    const unsigned char* src = reinterpret_cast<const unsigned char*>(w[0]);
+    bool inside = true;
+    std::uint64_t rest = e;
+    for (unsigned d = 0; d < rank; d++) {
+      long long at = coords[d] + static_cast<long long>(rest % box[d]);
+      rest /= box[d];
+      inside = inside && at >= 0 && static_cast<std::uint64_t>(at) < dims[d];
+      src += at * static_cast<long long>(d == 0 ? size : strides[d - 1]);
+    }
+    std::uint64_t at = start + e * size;
+    if (swizzle) at ^= ((at >> 7) & 7) << 4;
+    if (inside)
+      std::memcpy(dynamic_shared() + at, src, size);
+    else
+      std::memset(dynamic_shared() + at, 0, size);
+  }
+  long long& bytes = mbarrier_bytes(bar);
+  bytes -= static_cast<long long>(total * size);
+  if (bytes < 0) {
+    std::fprintf(stderr, "cuda_emulate: a tensor copy's bytes were not expected first\n");
+    std::abort();
+  }
+  mbarrier_settle(bar);
 }
 
 }  // namespace cuda_emu

@@ -32,7 +32,8 @@ stored.
   slice starts, blocks ordered in groups of `wgmma_raster` row tiles, and with
   `wgmma_producer` one more warpgroup that only loads (`wgmma_prefetch`, where a side is
   evaluated rather than copied: its reads a slice ahead; `wgmma_tiles`: tiles per block,
-  computed in turn). Not the default, but its seeds come
+  computed in turn; `wgmma_tma`, where a side is copied as it is: the copy engine brings its
+  tiles, one thread issuing them). Not the default, but its seeds come
   first in a tuning (H100, 4096^3 float16: 284 us, against 455 for WMMA and 6.4 ms tiled).
 
 Knobs of the modes not chosen must keep their first values (so no two configs are the same
@@ -69,6 +70,7 @@ from tunehub.targets.cuda.schedule.wgmma import (
     WgmmaKernel,
     WgmmaShape,
     evaluated,
+    tensor_sides,
     warpgroup_mma,
 )
 from tunehub.targets.cuda.schedule.wmma import (
@@ -114,6 +116,7 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_tiles": (1, 2, 4, 8, 16),
 }
 WGMMA_PREFETCH: dict[str, tuple[Knob, ...]] = {"wgmma_prefetch": (False, True)}
+WGMMA_TMA: dict[str, tuple[Knob, ...]] = {"wgmma_tma": (False, True)}
 MODES = ("plain", "tiled", "gemv")
 # (bm, bn, stages, in flight, producer) of the wgmma seeds, fastest first (see `seeds`).
 WGMMA_SEEDS = (
@@ -165,6 +168,7 @@ class CudaContraction(Schedule):
         "wgmma_producer": "wgmma: one more warpgroup that only loads",
         "wgmma_prefetch": "wgmma: the producer reads an evaluated side's next slice ahead",
         "wgmma_tiles": "wgmma: tiles per block, in turn (the producer runs on into the next)",
+        "wgmma_tma": "wgmma: the copy engine (TMA) brings the tiles of the sides copied as is",
     }
     fallback = Reduction()
 
@@ -191,6 +195,8 @@ class CudaContraction(Schedule):
             wmma, extra = (*wmma, "wgmma"), {**extra, **WGMMA}
             if evaluated(ops):
                 extra.update(WGMMA_PREFETCH)
+            if tensor_sides(ops):
+                extra.update(WGMMA_TMA)
         if rows is not None and rows > GEMV_MAX_ROWS:  # the weights would be read rows / 8 times
             gemv = {k: v[:1] for k, v in GEMV.items()}
             return {"mode": (*MODES[:2], *wmma), **tiled, **gemv, **extra}
@@ -271,14 +277,17 @@ class CudaContraction(Schedule):
                     "wgmma_raster": 1,
                     "wgmma_producer": producer,
                 }
-                seeds.append({**base, "mode": "wgmma", **wgmma})
+                shape = [{**base, "mode": "wgmma", **wgmma}]
                 if producer and "wgmma_prefetch" in knobs:
-                    seeds.append({**seeds[-1], "wgmma_prefetch": True})
+                    shape.append({**shape[-1], "wgmma_prefetch": True})
                 if producer and not turned:
                     turned = True
                     turns = _turns(ops, bm, bn, rows, knobs["wgmma_tiles"], target)
                     if turns > 1:
-                        seeds.append({**seeds[-1], "wgmma_tiles": turns})
+                        shape.append({**shape[-1], "wgmma_tiles": turns})
+                if producer and "wgmma_tma" in knobs:
+                    shape += [{**seed, "wgmma_tma": True} for seed in shape]
+                seeds += shape
         if "wmma" in modes:
             stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
@@ -374,12 +383,13 @@ def _bound(extent: Expr, symbols: Mapping[str, int]) -> int | None:
 
 def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
     """The knobs the config's mode does not use."""
-    tensor = {**WMMA, **WMMA_ASYNC, **WGMMA, **WGMMA_PREFETCH}
+    wgmma = {**WGMMA, **WGMMA_PREFETCH, **WGMMA_TMA}
+    tensor = {**WMMA, **WMMA_ASYNC, **wgmma}
     return {
         "plain": {**TILED, **TILED_ASYNC, **GEMV, **tensor},
         "tiled": {**GEMV, **tensor},
         "gemv": {**TILED, **TILED_ASYNC, **tensor},
-        "wmma": {**TILED, **TILED_ASYNC, **GEMV, **WGMMA, **WGMMA_PREFETCH},
+        "wmma": {**TILED, **TILED_ASYNC, **GEMV, **wgmma},
         "wgmma": {**TILED, **TILED_ASYNC, **GEMV, **WMMA, **WMMA_ASYNC},
     }[str(config["mode"])]
 

@@ -345,11 +345,14 @@ class StagedTiles:
         unrolled = count <= 2 or s.loaders < s.threads
         return For(n, const(count), body, "unroll", factor=0 if unrolled else 1)
 
-    def _ahead(self, t: Expr, stage: Expr) -> tuple[list[Stmt], Stmt, Stmt, Stmt]:
-        """A producer's loads of slice `t` into buffer `stage`, with the memory reads of each
-        side staged through registers issued one slice ahead (`split_reads`), so that they
-        are in flight while this slice is evaluated and stored. Without it a producer paid a
-        whole trip to memory per slice before it could dequantize, with nothing else to do.
+    def _ahead(
+        self, t: Expr, stage: Expr, sides: tuple[str, ...] | list[str] = SIDES
+    ) -> tuple[list[Stmt], Stmt, Stmt, Stmt]:
+        """A producer's loads of `sides` of slice `t` into buffer `stage`, with the memory
+        reads of each side staged through registers issued one slice ahead (`split_reads`),
+        so that they are in flight while this slice is evaluated and stored. Without it a
+        producer paid a whole trip to memory per slice before it could dequantize, with
+        nothing else to do.
         Returns (the register arrays, declared, and slice 0's reads into them; slice
         t + 1's reads into a second set; slice t's tiles from the first; the second set
         moved into the first, which waits for its reads, issued a slice earlier)."""
@@ -364,7 +367,7 @@ class StagedTiles:
         issue: list[Stmt] = []
         fills: list[Stmt] = []
         moves: list[Stmt] = []
-        for side in SIDES:
+        for side in sides:
             loop = None if self.runs[side] else self._stage(side, k0, stage)
             split = None if loop is None else split_reads(loop, ctx.fresh, index_form)
             if split is None:

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX
-from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, loads
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, Var, loads, substitute
 from tunehub.compiler.loop import (
     Barrier,
     Decl,
@@ -81,10 +81,19 @@ from tunehub.compiler.loop import (
     vector,
 )
 from tunehub.compiler.schedule.stage import Context, nest
+from tunehub.compiler.schedule.vectorize import depends
+from tunehub.compiler.simplify import summands
 from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import capability
-from tunehub.targets.cuda.loop import CORE_ROW_BYTES, AsyncCopy, Mbarrier, SharedMatrix, Wgmma
+from tunehub.targets.cuda.loop import (
+    CORE_ROW_BYTES,
+    AsyncCopy,
+    Mbarrier,
+    SharedMatrix,
+    TensorCopy,
+    Wgmma,
+)
 from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, equal, guard, less, mod
 from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.staging import (
@@ -124,6 +133,7 @@ class WgmmaShape:
     producer: bool = False  # a warpgroup of its own loads the tiles (see the module doc)
     prefetch: bool = False  # the producer reads a side it evaluates a slice ahead
     tiles: int = 1  # tiles per block, in turn (`StagedTiles._bindings`)
+    tma: bool = False  # the copy engine brings the raw sides' tiles (`tensor_sides`)
 
     @classmethod
     def of(cls, config: Config) -> WgmmaShape:
@@ -137,6 +147,7 @@ class WgmmaShape:
             bool(config["wgmma_producer"]),
             bool(config.get("wgmma_prefetch", False)),
             int(config["wgmma_tiles"]),
+            bool(config.get("wgmma_tma", False)),
         )
 
     @property
@@ -171,6 +182,8 @@ class WgmmaShape:
             return "prefetch is the producer warpgroup's: it needs wgmma_producer"
         if self.tiles > 1 and not self.producer:
             return f"{self.tiles} tiles per block need a producer warpgroup to run ahead"
+        if self.tma and not self.producer:
+            return "tma copies are issued by the producer warpgroup: it needs wgmma_producer"
         return None
 
     def width(self, side: str) -> int:
@@ -211,6 +224,45 @@ def evaluated(ops: Operands) -> list[str]:
     return out
 
 
+def tensor_sides(ops: Operands) -> dict[str, tuple[int, int]]:
+    """The sides whose tiles the copy engine can bring whole (TMA, `TensorCopy`), each with
+    the positions of its read's indices that walk k and the side's lanes. Such a side is
+    copied as it is (not `evaluated`), in at most 5 dimensions; k and the lanes are one axis
+    each, k read as itself and the lanes plus an offset, each in an index of its own; and the
+    buffer's extent along k is k's, so the zeros a copy brings past the buffer's edge are the
+    zeros past k's (without the shapes, in a space check, the lowering decides)."""
+    found = {}
+    for side in SIDES:
+        load, group = raw(ops, side), ops.rows if side == "row" else ops.cols
+        if side in evaluated(ops) or load is None or len(load.indices) > 5:
+            continue
+        if len(ops.k.axes) != 1 or len(group.axes) != 1:
+            continue
+        k, lane = ops.k.axes[0], group.axes[0]
+        walks = [
+            [n for n, index in enumerate(load.indices) if depends(index, (axis,))]
+            for axis in (k, lane)
+        ]
+        if any(len(w) != 1 for w in walks) or walks[0] == walks[1]:
+            continue
+        at_k, at_lane = walks[0][0], walks[1][0]
+        terms = summands(load.indices[at_lane])
+        offset = [t for t in terms if not (isinstance(t, Var) and t.name == lane)]
+        if load.indices[at_k] != var(k) or len(offset) != len(terms) - 1:
+            continue
+        if any(depends(t, (k, lane)) for t in offset):
+            continue
+        if ops.shapes is not None and not _same(ops.shapes[load.tensor][at_k], ops.k.extent):
+            continue
+        found[side] = (at_k, at_lane)
+    return found
+
+
+def _same(a: Expr, b: Expr) -> bool:
+    known = const_value(a), const_value(b)
+    return known[0] == known[1] if None not in known else a == b
+
+
 class WgmmaKernel(StagedTiles):
     """Lowers one contraction stage under a `wgmma` config."""
 
@@ -220,6 +272,7 @@ class WgmmaKernel(StagedTiles):
     def __init__(self, ops: Operands, shape: WgmmaShape, ctx: Context) -> None:
         super().__init__(ops, shape, ctx)
         self.runs = {side: 0 if side in evaluated(ops) else CORE for side in SIDES}
+        self.tensor = tensor_sides(ops) if shape.tma else {}
         self.lag = shape.in_flight
         names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
         self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
@@ -312,32 +365,37 @@ class WgmmaKernel(StagedTiles):
     def _specialized(self) -> list[Stmt]:
         """The producer's and the consumers' parts (module doc), after one thread arms the
         stages' barriers: `full[s]` completes when the producer has filled stage s,
-        `empty[s]` when every consumer is done with it."""
+        `empty[s]` when every consumer is done with it. The producer's threads load the
+        sides the copy engine does not bring (`tensor_sides`); where it brings both, the
+        producer is one thread."""
         s, ctx = self.s, self.ctx
         full, empty = self.barriers[0].name, self.barriers[1].name
         count = ceildiv(self.ops.k.extent, BK)
+        loaded = [side for side in SIDES if side not in self.tensor]
         b = ctx.fresh("b")
         init = For(
             b,
             const(s.stages),
             seq(
-                Mbarrier("init", full, var(b), count=WARPGROUP),
+                Mbarrier("init", full, var(b), count=WARPGROUP if loaded else 1),
                 Mbarrier("init", empty, var(b), count=s.groups * WARPGROUP),
             ),
         )
-        arm = [guard(equal(self.tid, const(0)), init), Barrier()]
-        copies = any(self.runs.values())
-        stores = not all(self.runs.values())
+        fence = [Mbarrier("fence_init", full)] if self.tensor else []
+        arm = [guard(equal(self.tid, const(0)), seq(init, *fence)), Barrier()]
+        copies = any(self.runs[side] for side in loaded)
+        stores = not all(self.runs[side] for side in loaded)
         t = ctx.fresh("t")
         stage, round_ = mod(self._slice(t), s.stages), div(self._slice(t), s.stages)
         first: list[Stmt] = []
         issue = move = seq()
-        fills = self._load(var(t), stage)
+        fills = seq(self._load_side(side, mul(var(t), const(BK)), stage) for side in loaded)
         if s.prefetch:
-            first, issue, fills, move = self._ahead(var(t), stage)
+            first, issue, fills, move = self._ahead(var(t), stage, loaded)
         fill = seq(
             issue,
             Mbarrier("wait", empty, stage, parity=mod(add(round_, const(1)), 2)),
+            self._tensor_copies(var(t), stage, bool(loaded)),
             fills,
             *([Wgmma("proxy_fence")] if stores else []),
             Mbarrier("arrive_copies" if copies else "arrive", full, stage),
@@ -345,6 +403,8 @@ class WgmmaKernel(StagedTiles):
         )
         drain = [AsyncCopy("commit"), AsyncCopy("wait", pending=0)] if copies else []
         producer = seq(self._each_tile(seq(*self.block_decls, *first, For(t, count, fill))), *drain)
+        if not loaded:
+            producer = guard(equal(self.tid, const(0)), producer)
         u = ctx.fresh("t")
         stage, round_ = mod(self._slice(u), s.stages), div(self._slice(u), s.stages)
         done = stage  # the stage whose products are complete: this one, or the one before
@@ -364,6 +424,45 @@ class WgmmaKernel(StagedTiles):
         acc = Decl(self.acc, "float32", (s.acc_size,))
         consumer = seq(acc, self._each_tile(seq(self._zero(), tile)))
         return [*arm, If(less(self.tid, const(WARPGROUP)), producer, consumer)]
+
+    def _tensor_copies(self, t: Expr, stage: Expr, shared: bool) -> Stmt:
+        """The copy engine's share of slice `t` into buffer `stage`, issued by the producer's
+        first thread (`shared`: the others load the other side): the stage's `full` barrier
+        told to expect the bytes, then one box per tensor side, a K-major tile in one box of
+        64 k by its lanes, an M/N-major one in boxes of 64 lanes by 64 k, one per swizzle atom
+        column (the layout of the module doc is the boxes' one after another)."""
+        if not self.tensor:
+            return seq()
+        ops, full = self.ops, self.barriers[0].name
+        k0 = mul(t, const(BK))
+        out: list[Stmt] = []
+        for side, (at_k, at_lane) in self.tensor.items():
+            load = raw(ops, side)
+            assert load is not None
+            _, start = self._group(side)
+            row, col = (start, None) if side == "row" else (None, start)
+            src = substitute(load, ops.at(self.batch, row, col, k0))
+            assert isinstance(src, Load)
+            along_k = ops.k_inner(side)
+            box = [1] * len(src.indices)
+            box[at_k], box[at_lane] = BK, self.s.width(side) if along_k else ATOM
+            for j in range(1 if along_k else self.s.width(side) // ATOM):
+                coords = list(src.indices)
+                coords[at_lane] = add(coords[at_lane], const(j * ATOM))
+                offset = add(self._base(side, stage), const(j * ATOM * BK))
+                copy = TensorCopy(
+                    self.tiles[side],
+                    offset,
+                    load.tensor,
+                    tuple(reversed(box)),
+                    tuple(reversed(coords)),
+                    full,
+                    stage,
+                )
+                out.append(copy)
+        size = sum(self.s.width(side) * BK * 2 for side in self.tensor)
+        issue = seq(Mbarrier("expect", full, stage, count=size), *out)
+        return guard(equal(self.tid, const(0)) if shared else None, issue)
 
     def _factor(self, side: str, stage: Expr, lane: Expr, kk: int) -> SharedMatrix:
         """The descriptor view of `side`'s tile in buffer `stage` from (lane, kk) on."""
