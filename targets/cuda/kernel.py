@@ -1,8 +1,8 @@
 """Launch an exported CUDA kernel on device arrays: `load_kernel(dir)(*inputs, **symbols)`.
 
 Inputs are torch tensors, cupy arrays, or any object with `__cuda_array_interface__`; each is
-checked (dtype, shape binding the symbols as for CPU kernels, C-contiguity, a device pointer
-on the same device as the others) before anything runs. Outputs come back as the inputs'
+checked (dtype, shape binding the symbols as for CPU kernels, C-contiguity, a 16-byte aligned
+device pointer on the same device as the others) before anything runs. Outputs come back as the inputs'
 kind: torch tensors for torch inputs (on their device, launched on torch's current stream),
 cupy arrays for cupy inputs (cupy's current stream). Other inputs need `out=` buffers, or
 cupy to allocate the outputs; they are launched on the stream their interface names (the
@@ -34,6 +34,9 @@ import numpy as np
 from tunehub.runtime.arguments import Arg, Arguments, numpy_dtype
 from tunehub.targets.cuda.launch import Plan, kernel_params, launch_plan, workspace_bytes
 from tunehub.targets.cuda.tensor_map import Encoded, tensor_maps
+
+
+BUFFER_ALIGN = 16  # every buffer of a call (`runtime.abi`)
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,12 @@ def _check_buffer(what: str, array: DeviceArray) -> None:
         raise ValueError(f"{what} is not C-contiguous (make a contiguous copy first)")
     if array.pointer == 0 and array.size > 0:
         raise ValueError(f"{what} has a null data pointer")
+    if array.pointer % BUFFER_ALIGN:
+        raise ValueError(
+            f"{what} starts at {array.pointer:#x}, not {BUFFER_ALIGN}-byte aligned: the kernels "
+            "read and copy buffers in 16-byte pieces (pass a fresh tensor, e.g. a .clone() of "
+            "a slice)"
+        )
 
 
 def _driver() -> Any:

@@ -149,6 +149,11 @@ def fake(n: int, dtype: str = "float32") -> FakeDeviceArray:
             "input 'a' is not C-contiguous",
         ),
         (
+            lambda k: k(fake(8), FakeDeviceArray(np.zeros(9, np.float32)[1:])),
+            ValueError,
+            r"input 'b' starts at 0x[0-9a-f]+, not 16-byte aligned",
+        ),
+        (
             lambda k: k(FakeDeviceArray(np.zeros(8, ">f4")), fake(8)),
             ValueError,
             r"got >f4 \(non-native byte order\)",
@@ -176,6 +181,7 @@ def fake(n: int, dtype: str = "float32") -> FakeDeviceArray:
         "unknown-symbol",
         "rank",
         "strided",
+        "misaligned",
         "byte-order",
         "host-array",
         "out-count",

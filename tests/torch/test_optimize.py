@@ -18,6 +18,7 @@ from torch import nn  # noqa: E402
 from examples.models.gpt2_block import Int4Linear  # noqa: E402
 from tunehub.frontends import torch_export  # noqa: E402
 from tunehub.torch import optimize  # noqa: E402
+from tunehub.torch.calls import aligned  # noqa: E402
 
 
 class Small(nn.Module):
@@ -71,8 +72,12 @@ def test_a_tuned_task_runs_its_kernel_and_the_output_matches_eager(
         for seq in (8, 3, 16):
             x = torch.randn(seq, 64)
             torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5)
+        # A view starting 4 bytes into its storage reaches the kernel as an aligned copy.
+        x = torch.randn(5 * 64 + 1)[1:].view(5, 64)
+        assert x.data_ptr() % 16 and aligned(x).data_ptr() % 16 == 0
+        torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5)
     (call,) = fast.calls
-    assert call.stats == {"kernel": 3, "fallback": 0}
+    assert call.stats == {"kernel": 4, "fallback": 0}
 
 
 def test_a_shape_outside_the_tuned_range_runs_the_original_ops(

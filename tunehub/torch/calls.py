@@ -78,12 +78,19 @@ class TaskCall:
             torch.empty(shape, dtype=getattr(torch, arg.dtype), device=device)
             for arg, shape in zip(arguments.outputs, arguments.output_shapes(values), strict=True)
         ]
-        inputs = [t.contiguous() for t in inputs]
+        inputs = [aligned(t) for t in inputs]
         if inputs[0].is_cuda:
             kernel(*inputs, out=outputs)  # torch's current stream
         else:
             kernel.launch([t.data_ptr() for t in (*inputs, *outputs)], values)
         return outputs
+
+
+def aligned(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` as every kernel takes its buffers (`runtime.abi`): contiguous and 16-byte
+    aligned. A view that starts inside its storage at another offset (a slice) is copied."""
+    tensor = tensor.contiguous()
+    return tensor if tensor.data_ptr() % 16 == 0 else tensor.clone()
 
 
 def _dtype(tensor: torch.Tensor) -> str:
