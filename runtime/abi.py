@@ -24,6 +24,17 @@ static; above 48 KiB the caller must first raise the kernel's
 `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`). float16/bfloat16 buffers are `__half` /
 `__nv_bfloat16`. `entry` is the program's base name; kernel `n` is `<entry>_<n>`.
 
+A kernel whose tiles the copy engine brings (sm_90 TMA) also takes, after the symbols, one
+128-byte tensor map per entry of `launch["tensor_maps"]`, in that order:
+
+    "tensor_maps": [{"name": "A_map_64x128", "arg": "A", "box": [64, 128], "swizzle": 128}]
+
+Each describes argument `arg` (dimensions innermost first, from its shape at the call's
+symbols; byte strides of its row-major layout), read in boxes of `box` elements per
+dimension, innermost first, with the 128-byte swizzle. The caller encodes it per call
+(`cuTensorMapEncodeTiled` with that data type, no interleave, zeros out of bounds; see
+`targets.cuda.tensor_map`) and passes it by value. Launches without the key take none.
+
 Grid entries and workspace sizes are integer expressions of the symbols (`eval_extent`):
 
     expr   := term (("+" | "-") term)*

@@ -47,7 +47,10 @@ computes, and releases the stage whose products are complete (with `in_flight`, 
 before). No block-wide barrier is needed after the barriers are armed. With `prefetch` the
 producer issues the memory reads of the sides it evaluates (int4 words, scales) for slice
 t + 1 into registers before it waits for stage t, so they travel while it evaluates slice t
-(`StagedTiles._ahead`).
+(`StagedTiles._ahead`).With `tma` the copy engine brings the sides copied as they are
+(`tensor_sides`): the producer's first thread announces a stage's bytes on `full[s]` and
+issues one `TensorCopy` per box, whose 128-byte swizzle is the layout above; `full[s]` then
+completes on the arrivals and the bytes (`_tensor_copies`).
 
 Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
 its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
