@@ -2,10 +2,10 @@
 
 Inputs are torch tensors, cupy arrays, or any object with `__cuda_array_interface__`; each is
 checked (dtype, shape binding the symbols as for CPU kernels, C-contiguity, a 16-byte aligned
-device pointer on the same device as the others) before anything runs. Outputs come back as the inputs'
-kind: torch tensors for torch inputs (on their device, launched on torch's current stream),
-cupy arrays for cupy inputs (cupy's current stream). Other inputs need `out=` buffers, or
-cupy to allocate the outputs; they are launched on the stream their interface names (the
+device pointer on the same device as the others) before anything runs. Outputs come back as the
+inputs' kind: torch tensors for torch inputs (on their device, launched on torch's current
+stream), cupy arrays for cupy inputs (cupy's current stream). Other inputs need `out=` buffers,
+or cupy to allocate the outputs; they are launched on the stream their interface names (the
 legacy default stream without one). `out=` (one buffer, or a sequence in output order) and
 `stream=` (a CUstream handle as an int: `torch.cuda.Stream.cuda_stream`,
 `cupy.cuda.Stream.ptr`) work with every kind; a kernel symbol can therefore never be named
@@ -34,7 +34,6 @@ import numpy as np
 from tunehub.runtime.arguments import Arg, Arguments, numpy_dtype
 from tunehub.targets.cuda.launch import Plan, kernel_params, launch_plan, workspace_bytes
 from tunehub.targets.cuda.tensor_map import Encoded, tensor_maps
-
 
 BUFFER_ALIGN = 16  # every buffer of a call (`runtime.abi`)
 
