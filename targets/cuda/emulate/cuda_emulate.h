@@ -372,6 +372,36 @@ inline bool run_block(Launch& launch, bool reverse) {
   return true;
 }
 
+// The deadlock message: where the block's stuck threads wait, as runs of threads waiting alike
+// (an mbarrier named by its byte offset in dynamic shared memory), the first few of them.
+inline int deadlock(const Launch& launch) {
+  static const char* const where[] = {"running", "__syncthreads", "a warp barrier", "mbarrier"};
+  int n = std::snprintf(error, sizeof error,
+                        "deadlock in block (%u, %u, %u): threads wait at a barrier that the "
+                        "other live threads of their block or warp never reach or complete:",
+                        blockIdx.x, blockIdx.y, blockIdx.z);
+  unsigned runs = 0;
+  for (unsigned t = 0; t < launch.threads && runs < 6; runs++) {
+    const Fiber& f = launch.fibers[t];
+    unsigned last = t;
+    auto alike = [&](const Fiber& g) {
+      return g.finished == f.finished && g.wait == f.wait && g.awaited == f.awaited;
+    };
+    while (last + 1 < launch.threads && alike(launch.fibers[last + 1])) last++;
+    if (!f.finished && n > 0 && static_cast<std::size_t>(n) < sizeof error) {
+      long offset = f.wait == AT_MBARRIER
+                        ? static_cast<const unsigned char*>(f.awaited) - launch.dynamic_shared
+                        : -1;
+      n += std::snprintf(error + n, sizeof error - n, " threads %u-%u at %s", t, last,
+                         where[f.wait]);
+      if (offset >= 0 && static_cast<std::size_t>(n) < sizeof error)
+        n += std::snprintf(error + n, sizeof error - n, " %ld", offset);
+    }
+    t = last + 1;
+  }
+  return 1;
+}
+
 // Run `body(context)` as the kernel of every thread of every block; 0 or 1 (see `error`).
 //
 // Each CUDA thread of a block is a fiber (a user-level context with its own stack) on this OS
@@ -420,10 +450,7 @@ inline int run(dim3 grid, dim3 block, std::size_t shared, void (*body)(void*), v
     for (unsigned y = 0; y < grid.y && status == 0; y++)
       for (unsigned x = 0; x < grid.x && status == 0; x++) {
         blockIdx = uint3{x, y, z};
-        if (!run_block(launch, reverse))
-          status = fail("deadlock: threads wait at a barrier (__syncthreads, a warp-level "
-                        "operation or an mbarrier) that the other live threads of their block "
-                        "or warp never reach or complete");
+        if (!run_block(launch, reverse)) status = deadlock(launch);
       }
   current = nullptr;
   ::operator delete(launch.dynamic_shared, std::align_val_t(128));
