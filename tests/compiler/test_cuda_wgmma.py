@@ -62,6 +62,20 @@ TMA: list[dict[str, Any]] = [
     {**VARIANTS[5], "wgmma_tiles": 2, "wgmma_raster": 8, "wgmma_tma": True},
 ]
 
+# Ping-pong: each consumer warpgroup computes whole tiles, the two taking turns: one tile each,
+# then two each with a slice in flight in grouped order.
+PINGPONG: list[dict[str, Any]] = [
+    {**VARIANTS[5], "wgmma_pingpong": True, "wgmma_tiles": 2},
+    {
+        **VARIANTS[5],
+        "wgmma_pingpong": True,
+        "wgmma_tiles": 4,
+        "wgmma_stages": 4,
+        "wgmma_in_flight": 1,
+        "wgmma_raster": 8,
+    },
+]
+
 
 def wgmma_config(space: Space, **knobs: Any) -> Config:
     """The naive config with every contraction stage in `wgmma` mode and `knobs` set."""
@@ -351,6 +365,31 @@ def test_tiles_in_turn_cover_every_tile_once(tmp_path: Path) -> None:
 
 
 @emulated
+def test_pingpong_warpgroups_take_whole_tiles_in_turn(tmp_path: Path) -> None:
+    """With `wgmma_pingpong` each consumer warpgroup computes a whole 128 x 64 tile (two
+    slabs, its own accumulators) and the two take the block's tiles in turn, their
+    mainloops ordered by a barrier each; with a slice in flight each releases its tile's
+    last stage itself. 5 x 4 tiles over blocks of 2 and of 4 tiles, 7 k slices; the int4
+    GEMM reading a slice ahead with its activations brought by the copy engine. It needs two
+    consumer warpgroups and a tile per block for each."""
+    program = matmul("float16", 600, 200, 400)
+    space = space_for(program, SM90)
+    configs = [wgmma_config(space, **v) for v in PINGPONG]
+    source = lower(program, SM90, configs[1]).source
+    assert "float acc1[64];" in source  # 2 slabs x 64 columns / 2, per warpgroup
+    assert "mbarrier_init(empty + b, 128u);" in source  # one warpgroup consumes a slice
+    assert "mbarrier_wait(handoff + (tile % 2), (unsigned)((((tile - 1) / 2) % 2)));" in source
+    assert "mbarrier_arrive(handoff + ((tile + 1) % 2));" in source
+    lone = {**configs[0], "s0.wgmma_tiles": 1}
+    assert "pingpong" in (space.check(lone) or "")
+    assert "pingpong" in (space.check({**configs[0], "s0.wgmma_groups": 1}) or "")
+    assert_right(tmp_path, program, configs, {})
+    int4 = int4_matmul()
+    eager = {**PINGPONG[1], "wgmma_prefetch": True, "wgmma_tma": True}
+    assert_right(tmp_path, int4, [wgmma_config(space_for(int4, SM90), **eager)], {"M": 200})
+
+
+@emulated
 def test_more_k_slices_than_stages(tmp_path: Path) -> None:
     """Every buffer is refilled several times: a refill while a wgmma in flight still reads
     the buffer (the emulator runs it at its wait) gives a wrong answer."""
@@ -361,17 +400,19 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     space = space_for(matmul("float16", 4096, 4096, 4096), SM90)
     seeds = space.seeds()
     modes_of = [next(v for k, v in seed.items() if k.endswith(".mode")) for seed in seeds]
-    assert modes_of == ["wgmma"] * 8 + ["wmma"]
+    assert modes_of == ["wgmma"] * 10 + ["wmma"]
     assert all(space.check(seed) is None for seed in seeds)
     first = {k: seeds[0][f"s0.wgmma_{k}"] for k in ("bm", "bn", "groups", "stages", "raster")}
     assert first == {"bm": 128, "bn": 256, "groups": 2, "stages": 4, "raster": 1}
-    producers = [seed["s0.wgmma_producer"] for seed in seeds[:8]]
-    assert producers == [False, *[True] * 6, False]
+    producers = [seed["s0.wgmma_producer"] for seed in seeds[:10]]
+    assert producers == [False, *[True] * 8, False]
     # 16 x 32 tiles of 256 x 128 in turns of 4: 128 blocks, every one resident on 132 SMs;
-    # each producer shape also with the copy engine
-    assert [seed["s0.wgmma_tiles"] for seed in seeds[:8]] == [1, 1, 4, 1, 4, 1, 1, 1]
-    tma = [seed["s0.wgmma_tma"] for seed in seeds[:8]]
-    assert tma == [False, False, False, True, True, False, True, False]
+    # 32 x 32 tiles of 128 x 128 in ping-pong, in turns of 8; each producer shape also with
+    # the copy engine
+    assert [seed["s0.wgmma_tiles"] for seed in seeds[:10]] == [1, 1, 4, 1, 4, 1, 1, 8, 8, 1]
+    tma = [seed["s0.wgmma_tma"] for seed in seeds[:10]]
+    assert tma == [False, False, False, True, True, False, True, False, True, False]
+    assert [seed["s0.wgmma_pingpong"] for seed in seeds[:10]] == [False] * 7 + [True] * 2 + [False]
     # On sm_80 the WMMA seed only; a float32 GPU matmul has none.
     assert len(space_for(matmul("float16", 4096, 4096, 4096), SM80).seeds()) == 1
     assert space_for(matmul("float32", 256, 256, 256), SM90).seeds() == []
@@ -379,14 +420,15 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     # evaluated: each producer shape also reading a slice ahead, both forms also with the
     # activations brought by the copy engine.
     int4_seeds = space_for(int4_matmul(), SM90).seeds()
-    assert [s["s0.mode"] for s in int4_seeds] == ["gemv", *["wgmma"] * 10, "wmma"]
+    assert [s["s0.mode"] for s in int4_seeds] == ["gemv", *["wgmma"] * 14, "wmma"]
     knobs = ("producer", "prefetch", "tma")
-    assert [tuple(s[f"s0.wgmma_{k}"] for k in knobs) for s in int4_seeds[1:11]] == [
+    assert [tuple(s[f"s0.wgmma_{k}"] for k in knobs) for s in int4_seeds[1:15]] == [
         (False, False, False),
-        *[(True, False, False), (True, True, False), (True, False, True), (True, True, True)] * 2,
+        *[(True, False, False), (True, True, False), (True, False, True), (True, True, True)] * 3,
         (False, False, False),
     ]
-    assert {s["s0.wgmma_tiles"] for s in int4_seeds[1:11]} == {1}  # M unknown: tiles uncounted
+    # M unknown: tiles uncounted, ping-pong's 2 the fewest it takes
+    assert [s["s0.wgmma_tiles"] for s in int4_seeds[1:15]] == [1] * 9 + [2] * 4 + [1]
     few = space_for(matmul("float16", 3, 4096, 4096), SM90).seeds()
     assert {(s["s0.mode"], s["s0.gemv_rows"]) for s in few} == {("gemv", 4)}
     assert len(few) == len(GEMV_SEEDS) + 1  # 4 runs of 32 per lane: the first also ahead
@@ -396,15 +438,16 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     one, many = space.seeds({"M": 1}), space.seeds({"M": 2048})
     assert [(s["s0.mode"], s["s0.gemv_rows"]) for s in one] == [("gemv", 1)] * len(GEMV_SEEDS)
     assert all(space.check(seed) is None for seed in one + many)
-    assert [s["s0.mode"] for s in many] == ["wgmma"] * 10 + ["wmma"]
-    assert {s["s0.wgmma_tiles"] for s in many[:10]} == {1}  # 8 x 1 tiles: all resident at once
+    assert [s["s0.mode"] for s in many] == ["wgmma"] * 14 + ["wmma"]
+    # 8 x 1 tiles: all resident at once; ping-pong in turns of 2, the fewest it takes
+    assert [s["s0.wgmma_tiles"] for s in many[:14]] == [1] * 9 + [2] * 4 + [1]
 
 
 @pytest.mark.gpu
 def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
     """The hardware reads the tiles as the emulator does: every variant above (tiles in
-    turn and the copy engine's among them), and the seeds, verified on the GPU against the
-    reference."""
+    turn, ping-pong and the copy engine's among them), and the seeds, verified on the GPU
+    against the reference."""
     gpus = device.gpus()
     if not gpus or gpus[0]["gpu_arch"] != "sm_90":
         pytest.skip("needs an sm_90 GPU")
@@ -418,5 +461,6 @@ def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
     ):
         space = space_for(program, SM90)
         tma = TMA if "s0.wgmma_tma" in space.knobs else []
-        configs = [wgmma_config(space, **v) for v in VARIANTS + TURNS + tma] + space.seeds()
+        variants = VARIANTS + TURNS + PINGPONG + tma
+        configs = [wgmma_config(space, **v) for v in variants] + space.seeds()
         assert_right(tmp_path, program, configs, symbols, emulate=False)

@@ -114,16 +114,19 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
     "wgmma_raster": (1, 8),
     "wgmma_producer": (False, True),
     "wgmma_tiles": (1, 2, 4, 8, 16),
+    "wgmma_pingpong": (False, True),
 }
 WGMMA_PREFETCH: dict[str, tuple[Knob, ...]] = {"wgmma_prefetch": (False, True)}
 WGMMA_TMA: dict[str, tuple[Knob, ...]] = {"wgmma_tma": (False, True)}
 MODES = ("plain", "tiled", "gemv")
-# (bm, bn, stages, in flight, producer) of the wgmma seeds, fastest first (see `seeds`).
+# (bm, bn, stages, in flight, producer, pingpong) of the wgmma seeds, fastest first where
+# measured (see `seeds`).
 WGMMA_SEEDS = (
-    (128, 256, 4, 1, False),
-    (256, 128, 4, 0, True),
-    (128, 256, 3, 0, True),
-    (128, 128, 3, 0, False),
+    (128, 256, 4, 1, False, False),
+    (256, 128, 4, 0, True, False),
+    (128, 256, 3, 0, True, False),
+    (128, 128, 4, 1, True, True),
+    (128, 128, 3, 0, False, False),
 )
 # (columns, warps, k run) of the GEMV seeds: the first where rows are symbolic or many, all
 # where a tuning measures few rows.
@@ -169,6 +172,7 @@ class CudaContraction(Schedule):
         "wgmma_prefetch": "wgmma: the producer reads an evaluated side's next slice ahead",
         "wgmma_tiles": "wgmma: tiles per block, in turn (the producer runs on into the next)",
         "wgmma_tma": "wgmma: the copy engine (TMA) brings the tiles of the sides copied as is",
+        "wgmma_pingpong": "wgmma: each consumer warpgroup computes whole tiles, the two in turn",
     }
     fallback = Reduction()
 
@@ -241,14 +245,17 @@ class CudaContraction(Schedule):
         128 x 256 fed by a producer warpgroup (212 and 217 us), and 128 x 128 with 3 stages
         (two blocks per SM: 250 us), blocks in row order (ptxas 13.0 keeps their wgmmas
         overlapping: `parse_ptxas`'s `wgmma_serialized`); then WMMA's 128 x 128 tiles of 8
-        warps (468 us). The first GEMV shape comes twice where every lane takes as many
-        runs, the second reading every run's weights first (`gemv_ahead`). Where a side is
-        evaluated (int4 weights), each producer shape comes
+        warps (468 us). Before the last wgmma shape, one not yet measured: 128 x 128 tiles
+        in ping-pong (`wgmma_pingpong`: each consumer warpgroup a tile of its own, in turns
+        of as many tiles as below, 2 at least). The first GEMV shape comes twice where every
+        lane takes as many runs, the second reading every run's weights first
+        (`gemv_ahead`). Where a side is evaluated (int4 weights), each producer shape comes
         twice, the second reading a slice ahead (`wgmma_prefetch`); where the tiles are
         counted, the first producer shape comes once more, the last of those in turns, as
         few tiles per block as let every block run at once on the reference GPU of the arch
-        (`wgmma_tiles`). None of the three is measured on a GPU yet: a tuning measures both
-        forms."""
+        (`wgmma_tiles`); where the copy engine can bring a side, each producer form comes
+        once more with it (`wgmma_tma`). None of these is measured on a GPU yet: a tuning
+        measures each form beside the shape it extends."""
         found = plan(stage)
         if found is None:
             return []
@@ -267,7 +274,8 @@ class CudaContraction(Schedule):
             return seeds
         if "wgmma" in modes:
             turned = False  # the first producer shape also comes in turns
-            for bm, bn, stages, in_flight, producer in WGMMA_SEEDS:
+            for bm, bn, stages, in_flight, producer, pingpong in WGMMA_SEEDS:
+                turns = _turns(ops, bm, bn, rows, knobs["wgmma_tiles"], target)
                 wgmma = {
                     "wgmma_bm": bm,
                     "wgmma_bn": bn,
@@ -276,13 +284,14 @@ class CudaContraction(Schedule):
                     "wgmma_in_flight": in_flight,
                     "wgmma_raster": 1,
                     "wgmma_producer": producer,
+                    "wgmma_pingpong": pingpong,
+                    "wgmma_tiles": max(2, turns) if pingpong else 1,
                 }
                 shape = [{**base, "mode": "wgmma", **wgmma}]
                 if producer and "wgmma_prefetch" in knobs:
                     shape.append({**shape[-1], "wgmma_prefetch": True})
                 if producer and not turned:
                     turned = True
-                    turns = _turns(ops, bm, bn, rows, knobs["wgmma_tiles"], target)
                     if turns > 1:
                         shape.append({**shape[-1], "wgmma_tiles": turns})
                 if producer and "wgmma_tma" in knobs:

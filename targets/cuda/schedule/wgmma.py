@@ -45,12 +45,17 @@ The producer fills slice t into stage t % stages once `empty` has completed for 
 `stages` earlier; a consumer waits for `full`, makes the tiles visible to the tensor cores,
 computes, and releases the stage whose products are complete (with `in_flight`, the one
 before). No block-wide barrier is needed after the barriers are armed. With `prefetch` the
-producer issues the memory reads of the sides it evaluates (int4 words, scales) for slice
-t + 1 into registers before it waits for stage t, so they travel while it evaluates slice t
-(`StagedTiles._ahead`).With `tma` the copy engine brings the sides copied as they are
-(`tensor_sides`): the producer's first thread announces a stage's bytes on `full[s]` and
-issues one `TensorCopy` per box, whose 128-byte swizzle is the layout above; `full[s]` then
-completes on the arrivals and the bytes (`_tensor_copies`).
+producer issues the memory reads of the sides it evaluates (int4 words, scales) for slice t + 1
+into registers before it waits for stage t, so they travel while it evaluates slice t
+(`StagedTiles._ahead`).
+
+With `tma` the copy engine brings the sides copied as they are (`tensor_sides`): the producer's
+first thread announces a stage's bytes on `full[s]` and issues one `TensorCopy` per box, whose
+128-byte swizzle is the layout above; `full[s]` then completes on the arrivals and the bytes
+(`_tensor_copies`). With `pingpong` (and tiles in turn) each consumer warpgroup computes whole
+tiles, all `bm` rows in its own accumulators, and the block's tiles alternate between the
+warpgroups: while one stores a tile, the other's mainloop keeps the tensor cores busy
+(CUTLASS's ping-pong kernel); their mainloops take turns (`_handoff`).
 
 Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
 its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
@@ -137,6 +142,7 @@ class WgmmaShape:
     prefetch: bool = False  # the producer reads a side it evaluates a slice ahead
     tiles: int = 1  # tiles per block, in turn (`StagedTiles._bindings`)
     tma: bool = False  # the copy engine brings the raw sides' tiles (`tensor_sides`)
+    pingpong: bool = False  # each consumer warpgroup computes whole tiles, in turn
 
     @classmethod
     def of(cls, config: Config) -> WgmmaShape:
@@ -151,6 +157,7 @@ class WgmmaShape:
             bool(config.get("wgmma_prefetch", False)),
             int(config["wgmma_tiles"]),
             bool(config.get("wgmma_tma", False)),
+            bool(config.get("wgmma_pingpong", False)),
         )
 
     @property
@@ -162,8 +169,14 @@ class WgmmaShape:
         return WARPGROUP if self.producer else self.threads
 
     @property
+    def rows(self) -> int:
+        """Rows of the block tile a consumer warpgroup computes: its share, or with
+        `pingpong` all of them."""
+        return self.bm if self.pingpong else self.bm // self.groups
+
+    @property
     def m_tiles(self) -> int:
-        return self.bm // (SLAB * self.groups)
+        return self.rows // SLAB
 
     @property
     def acc_size(self) -> int:
@@ -172,7 +185,7 @@ class WgmmaShape:
 
     def error(self) -> str | None:
         """Why the warpgroups do not tile the block tile, or None."""
-        if self.bm % (SLAB * self.groups) or self.m_tiles < 1:
+        if self.rows % SLAB or self.m_tiles < 1 or self.bm % self.groups:
             return f"bm={self.bm} is not a whole number of {SLAB}-row slabs per warpgroup"
         if self.bn % ATOM or not ATOM <= self.bn <= 256:
             return f"bn={self.bn} is not a multiple of {ATOM} up to 256 (whole swizzle atoms)"
@@ -187,6 +200,8 @@ class WgmmaShape:
             return f"{self.tiles} tiles per block need a producer warpgroup to run ahead"
         if self.tma and not self.producer:
             return "tma copies are issued by the producer warpgroup: it needs wgmma_producer"
+        if self.pingpong and (self.groups < 2 or self.tiles < self.groups):
+            return "pingpong needs 2 consumer warpgroups and a tile per block for each"
         return None
 
     def width(self, side: str) -> int:
@@ -279,6 +294,9 @@ class WgmmaKernel(StagedTiles):
         self.lag = shape.in_flight
         names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
         self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
+        if shape.pingpong:  # see `_specialized`
+            handoff = Decl(ctx.fresh("handoff"), INDEX, (shape.groups,), shared=True)
+            self.barriers.append(handoff)
 
     def _contiguous(self, side: str) -> int:
         """The tile's extent along its contiguous direction (c in the module doc)."""
@@ -322,6 +340,8 @@ class WgmmaKernel(StagedTiles):
         blocks, tx = self._bindings(s.raster, s.tiles)
         group, warp, lane = ctx.fresh("group"), ctx.fresh("warp"), ctx.fresh("lane")
         self.group, self.warp, self.lane = var(group), var(warp), var(lane)
+        # Where the warpgroup's rows start in the block tile.
+        self.slab0 = const(0) if s.pingpong else mul(self.group, const(s.m_tiles * SLAB))
         self.acc = ctx.fresh("acc")
         warpgroup = div(self.tid, WARPGROUP)  # the math's warpgroups follow the producer's
         head: list[Stmt] = [
@@ -352,11 +372,13 @@ class WgmmaKernel(StagedTiles):
         zero = Store(self.acc, (var(i),), Const(0.0, "float32"))
         return For(i, const(self.s.acc_size), zero, "unroll")
 
-    def _each_tile(self, body: Stmt) -> Stmt:
-        """`body` for each of the block's tiles that exists (just `body` with one a block)."""
+    def _each_tile(self, body: Stmt, mine: Expr | None = None) -> Stmt:
+        """`body` for each of the block's tiles that exists and, where given, is `mine`
+        (just `body` with one a block)."""
         if not self.tile:
             return body
-        return For(self.tile, const(self.s.tiles), guard(self.tile_valid, body))
+        valid = all_of([c for c in (self.tile_valid, mine) if c is not None])
+        return For(self.tile, const(self.s.tiles), guard(valid, body))
 
     def _slice(self, t: str) -> Expr:
         """The block's count of slices before slice `t` of its current tile: the stages
@@ -375,17 +397,24 @@ class WgmmaKernel(StagedTiles):
         full, empty = self.barriers[0].name, self.barriers[1].name
         count = ceildiv(self.ops.k.extent, BK)
         loaded = [side for side in SIDES if side not in self.tensor]
+        consumers = WARPGROUP if s.pingpong else s.groups * WARPGROUP  # of each slice
         b = ctx.fresh("b")
-        init = For(
-            b,
-            const(s.stages),
-            seq(
-                Mbarrier("init", full, var(b), count=WARPGROUP if loaded else 1),
-                Mbarrier("init", empty, var(b), count=s.groups * WARPGROUP),
-            ),
-        )
-        fence = [Mbarrier("fence_init", full)] if self.tensor else []
-        arm = [guard(equal(self.tid, const(0)), seq(init, *fence)), Barrier()]
+        init: list[Stmt] = [
+            For(
+                b,
+                const(s.stages),
+                seq(
+                    Mbarrier("init", full, var(b), count=WARPGROUP if loaded else 1),
+                    Mbarrier("init", empty, var(b), count=consumers),
+                ),
+            )
+        ]
+        if s.pingpong:
+            handoff = self.barriers[2].name
+            init.append(For(b, const(s.groups), Mbarrier("init", handoff, var(b), count=WARPGROUP)))
+        if self.tensor:
+            init.append(Mbarrier("fence_init", full))
+        arm = [guard(equal(self.tid, const(0)), seq(init)), Barrier()]
         copies = any(self.runs[side] for side in loaded)
         stores = not all(self.runs[side] for side in loaded)
         t = ctx.fresh("t")
@@ -414,19 +443,55 @@ class WgmmaKernel(StagedTiles):
         if s.in_flight:
             done = mod(add(self._slice(u), const(s.stages - 1)), s.stages)
         release = Mbarrier("arrive", empty, done)
+        # With pingpong the slice before a tile's first is the other warpgroup's: each
+        # releases its tile's last stage itself, once its products are complete.
+        before = var(u) if s.pingpong else self._slice(u)
         use = seq(
             Mbarrier("wait", full, stage, parity=mod(round_, 2)),
             Wgmma("proxy_fence"),
             self._compute(stage),
-            guard(less(const(0), self._slice(u)) if s.in_flight else None, release),
+            guard(less(const(0), before) if s.in_flight else None, release),
         )
+        last: list[Stmt] = []
+        if s.pingpong and s.in_flight:
+            final = mod(add(mul(var(self.tile), count), sub(count, const(1))), s.stages)
+            last = [
+                Wgmma("wait", pending=0, acc=self.acc, acc_size=s.acc_size),
+                guard(less(const(0), count), Mbarrier("arrive", empty, final)),
+            ]
         # The tile position (grouped order) is computed where it is used: the producer's
         # copies, the consumers' store. Held by the consumers through the loop, it spilled.
         # With tiles in turn the producer runs on into the next tile while they store.
-        tile = seq(For(u, count, use), *self.block_decls, self._store())
+        wait, arrive = self._handoff()
+        mainloop = seq(*wait, For(u, count, use), *arrive)
+        tile = seq(mainloop, *last, *self.block_decls, self._store())
         acc = Decl(self.acc, "float32", (s.acc_size,))
-        consumer = seq(acc, self._each_tile(seq(self._zero(), tile)))
+        mine = equal(mod(var(self.tile), s.groups), self.group) if s.pingpong else None
+        consumer = seq(acc, self._each_tile(seq(self._zero(), tile), mine))
         return [*arm, If(less(self.tid, const(WARPGROUP)), producer, consumer)]
+
+    def _handoff(self) -> tuple[list[Stmt], list[Stmt]]:
+        """With pingpong, the wait before the mainloop of a block's tile i (after the first)
+        until the warpgroup of tile i - 1 has waited for every slice of it, and the arrival
+        that then frees the warpgroup of tile i + 1 (`_specialized` puts the loop over the
+        slices between them). Without it a warpgroup would wait on its first slice's `full`
+        barrier tiles ahead, where a parity wait cannot tell the phase it wants from one two
+        phases earlier. So the mainloops take turns, as CUTLASS's ping-pong orders its
+        warpgroups, while one's epilogue overlaps the next one's mainloop.
+
+        Each warpgroup waits on a barrier of its own, `handoff[g]`, which only the warpgroup
+        before it arrives on: tile i waits for the ((i - 1) / groups)-th phase of
+        `handoff[i % groups]`. One barrier for all let a thread pass its next wait on the
+        parity of a phase its own arrival had not completed yet (a deadlock in the
+        emulator); with one per warpgroup a waiter has passed the phase before the one it
+        waits for, and the phase after needs its own arrival first."""
+        if not self.s.pingpong:
+            return [], []
+        handoff, tile, groups = self.barriers[2].name, var(self.tile), self.s.groups
+        parity = mod(div(sub(tile, const(1)), groups), 2)
+        wait = Mbarrier("wait", handoff, mod(tile, groups), parity=parity)
+        arrive = Mbarrier("arrive", handoff, mod(add(tile, const(1)), groups))
+        return [guard(less(const(0), tile), wait)], [arrive]
 
     def _tensor_copies(self, t: Expr, stage: Expr, shared: bool) -> Stmt:
         """The copy engine's share of slice `t` into buffer `stage`, issued by the producer's
@@ -481,7 +546,7 @@ class WgmmaKernel(StagedTiles):
         leaves at most `in_flight` slices of them running."""
         s = self.s
         out: list[Stmt] = [Wgmma("fence", acc=self.acc, acc_size=s.acc_size)]
-        first = mul(self.group, const(s.m_tiles * SLAB))
+        first = self.slab0
         for kk in range(0, BK, K_STEP):
             b = self._factor("col", stage, const(0), kk)
             for t in range(s.m_tiles):
@@ -502,7 +567,7 @@ class WgmmaKernel(StagedTiles):
         per_slab = s.bn // 2
         step = 2 if self._pairs() else 1
         for t in range(s.m_tiles):
-            slab = add(self.row0, mul(self.group, const(s.m_tiles * SLAB)))
+            slab = add(self.row0, self.slab0)
             top = add(add(slab, const(t * SLAB)), add(mul(self.warp, const(16)), div(self.lane, 4)))
             e = self.ctx.fresh("e")
             first = mul(var(e), const(step))  # the accumulator (of the pair)
