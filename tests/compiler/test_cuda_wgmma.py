@@ -336,6 +336,21 @@ def test_the_copy_engine_zero_fills_only_past_k(tmp_path: Path) -> None:
 
 
 @emulated
+def test_a_batch_comes_in_boxes_of_three_dimensions(tmp_path: Path) -> None:
+    """A batched NT matmul: each box is 64 k by the tile's lanes by one batch, at the block's
+    batch index (grid z), with the copy engine and in ping-pong."""
+    expr = "float32(A[b, m, k]) * float32(B[b, n, k])"
+    computes = [c("acc", "bmn", [3, 70, 72], expr, op="sum", over={"k": 136})]
+    inputs = [t("A", [3, 70, 136], "float16"), t("B", [3, 72, 136], "float16")]
+    program = signature(computes, inputs, ["acc"])
+    space = space_for(program, SM90)
+    configs = [wgmma_config(space, **v) for v in TMA + PINGPONG]
+    maps = lower(program, SM90, configs[0]).launch["tensor_maps"]
+    assert [m["box"] for m in maps] == [[64, 128, 1], [64, 128, 1]]
+    assert_right(tmp_path, program, configs, {})
+
+
+@emulated
 def test_grouped_block_order_covers_every_tile(tmp_path: Path) -> None:
     """10 x 4 tiles in groups of 8 row tiles, the last group partial; and 5 x 4 of them with
     a producer warpgroup, whose copies and consumers' stores each compute the position."""
