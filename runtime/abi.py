@@ -29,9 +29,10 @@ A kernel whose tiles the copy engine brings (sm_90 TMA) also takes, after the sy
 
     "tensor_maps": [{"name": "A_map_64x128", "arg": "A", "box": [64, 128], "swizzle": 128}]
 
-Each describes argument `arg` (dimensions innermost first, from its shape at the call's
-symbols; byte strides of its row-major layout), read in boxes of `box` elements per
-dimension, innermost first, with the 128-byte swizzle. The caller encodes it per call
+Each describes argument `arg` (an input read, or an output written, by the copy engine;
+dimensions innermost first, from its shape at the call's symbols; byte strides of its
+row-major layout), in boxes of `box` elements per dimension, innermost first, with the
+128-byte swizzle. The caller encodes it per call
 (`cuTensorMapEncodeTiled` with that data type, no interleave, zeros out of bounds; see
 `targets.cuda.tensor_map`) and passes it by value. Launches without the key take none.
 

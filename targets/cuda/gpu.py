@@ -63,6 +63,7 @@ def primary_context(ordinal: int) -> tuple[Any, Any]:
 _MAP_TYPES = {
     "float16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
     "bfloat16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+    "float32": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
 }
 
 

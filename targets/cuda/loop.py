@@ -154,10 +154,12 @@ class TensorCopy(Stmt):
     the box of `box` elements per dimension (innermost first) of the global buffer `tensor`
     at element coordinates `coords` (innermost first) and writes it into the shared array
     `buffer` from element `offset` on (1024-byte aligned), in the 128-byte swizzled layout of
-    `targets.cuda.schedule.wgmma` (a box row is 128 bytes: `box[0]` 16-bit elements).
-    Elements outside the buffer arrive as zeros. When the box has landed, its bytes count
-    against the transactions `Mbarrier("expect")` announced on element `index` of the
-    mbarrier array `barrier`. The launch passes the buffer's tensor map (`tensor_map`) as a
+    `targets.cuda.schedule.wgmma` (a box row is 128 bytes: `box[0]` elements of 2 or 4
+    bytes). Elements outside the buffer arrive as zeros. When the box has landed, its bytes
+    count against the transactions `Mbarrier("expect")` announced on element `index` of the
+    mbarrier array `barrier`. With `store` the copy goes the other way, from shared memory
+    into the buffer, elements outside it left out, in the thread's current bulk group
+    (`BulkGroup`; no barrier). The launch passes the buffer's tensor map (`tensor_map`) as a
     kernel parameter."""
 
     buffer: str = field(metadata=BUFFER)
@@ -165,14 +167,47 @@ class TensorCopy(Stmt):
     tensor: str = field(metadata=BUFFER)
     box: tuple[int, ...]
     coords: tuple[Expr, ...]
-    barrier: str = field(metadata=BUFFER)
+    barrier: str = field(default="", metadata=BUFFER)
     index: Expr = ZERO
+    store: bool = False
 
     def __post_init__(self) -> None:
+        if bool(self.barrier) == self.store:
+            raise ValueError("a tensor copy completes on a barrier, a tensor store on none")
         if not 1 <= len(self.box) <= 5 or len(self.coords) != len(self.box):
             raise ValueError("a tensor copy has 1 to 5 dimensions, a coordinate for each")
         if any(not 1 <= b <= 256 for b in self.box):
             raise ValueError("a tensor copy's box holds 1 to 256 elements per dimension")
+
+
+BULK_OPS = ("commit", "wait_read", "wait")
+
+
+@dataclass(frozen=True, slots=True)
+class BulkGroup(Stmt):
+    """GPU, sm_90: the thread's tensor stores (`TensorCopy(store=True)`). `op`: `commit` makes
+    those issued since the last commit a group; `wait_read` waits until every group has read
+    its shared memory (which may then be rewritten); `wait` until every group is done."""
+
+    op: str
+
+    def __post_init__(self) -> None:
+        if self.op not in BULK_OPS:
+            raise ValueError(f"unknown bulk group operation {self.op!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class NamedBarrier(Stmt):
+    """GPU: a barrier among `count` threads (whole warps) of the block, number `index` (1 to
+    15, the same for every thread that meets there; 0 is the block's `Barrier`): a
+    warpgroup's threads meeting without the others."""
+
+    index: Expr
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count % 32 or self.count < 32:
+            raise ValueError("a named barrier is met by whole warps")
 
 
 def tensor_map(copy: TensorCopy) -> str:
@@ -264,10 +299,22 @@ def _wgmma(stmt: Wgmma, depth: int = 0) -> str:
 @format_stmt.register
 def _tensor_copy(stmt: TensorCopy, depth: int = 0) -> str:
     coords = ", ".join(format_expr(c) for c in stmt.coords)
-    head = f"{'  ' * depth}tensor copy {stmt.buffer}[{format_expr(stmt.offset)}]"
-    box = "x".join(map(str, stmt.box))
+    shared = f"{stmt.buffer}[{format_expr(stmt.offset)}]"
+    box = f"{stmt.tensor} box {'x'.join(map(str, stmt.box))} at ({coords})"
+    if stmt.store:
+        return f"{'  ' * depth}tensor store {box} = {shared}"
     barrier = f"{stmt.barrier}[{format_expr(stmt.index)}]"
-    return f"{head} = {stmt.tensor} box {box} at ({coords}) on {barrier}"
+    return f"{'  ' * depth}tensor copy {shared} = {box} on {barrier}"
+
+
+@format_stmt.register
+def _bulk_group(stmt: BulkGroup, depth: int = 0) -> str:
+    return f"{'  ' * depth}bulk {stmt.op}"
+
+
+@format_stmt.register
+def _named_barrier(stmt: NamedBarrier, depth: int = 0) -> str:
+    return f"{'  ' * depth}barrier {format_expr(stmt.index)} over {stmt.count}"
 
 
 @format_stmt.register

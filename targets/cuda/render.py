@@ -44,7 +44,9 @@ from tunehub.compiler.render.cstyle import CODES, CStyleRenderer, compute, round
 from tunehub.targets.cuda.launches import Launch, guarded, launches, tensor_maps
 from tunehub.targets.cuda.loop import (
     AsyncCopy,
+    BulkGroup,
     Mbarrier,
+    NamedBarrier,
     SharedMatrix,
     TensorCopy,
     Wgmma,
@@ -277,28 +279,55 @@ class CUDARenderer(CStyleRenderer):
     def _stmt_TensorCopy(self, stmt: TensorCopy, depth: int) -> list[str]:
         rank = len(stmt.box)
         coords = ", ".join(f"%{2 + d}" for d in range(rank))
-        ptx = (
-            f'"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile'
-            f'.mbarrier::complete_tx::bytes [%0], [%1, {{{coords}}}], [%{2 + rank}];\\n"\n'
-            '      :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"((uint64_t)map), '
-            + "".join(f'"r"(c{d}), ' for d in range(rank))
-            + '"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory"'
-        )
-        names = ", ".join(f"c{d}" for d in range(rank))
-        fallback = (
-            f"  const int coords[{rank}] = {{{names}}};\n"
-            f"  ::cuda_emu::tensor_copy(dst, map, coords, {rank}, bar);"
-        )
         ints = [f"int c{d}" for d in range(rank)]
-        params = ", ".join([f"void* dst, const {_TENSOR_MAP}* map", *ints, "int64_t* bar"])
-        helper = self._ptx_helper(f"tensor_copy{rank}d", params, ptx, fallback)
+        names = ", ".join(f"c{d}" for d in range(rank))
+        operands = (
+            '      :: "r"((unsigned)__cvta_generic_to_shared(shared)), "l"((uint64_t)map), '
+            + "".join(f'"r"(c{d}), ' for d in range(rank))
+        )
+        if stmt.store:
+            name, bar = f"tensor_store{rank}d", ""
+            ptx = (
+                f'"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group'
+                f' [%1, {{{coords}}}], [%0];\\n"\n' + operands.removesuffix(", ") + ' : "memory"'
+            )
+            fallback = f"  ::cuda_emu::tensor_store(shared, map, coords, {rank});"
+        else:
+            name, bar = f"tensor_copy{rank}d", ", int64_t* bar"
+            ptx = (
+                f'"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile'
+                f'.mbarrier::complete_tx::bytes [%0], [%1, {{{coords}}}], [%{2 + rank}];\\n"\n'
+                + operands
+                + '"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory"'
+            )
+            fallback = f"  ::cuda_emu::tensor_copy(shared, map, coords, {rank}, bar);"
+        fallback = f"  const int coords[{rank}] = {{{names}}};\n{fallback}"
+        params = ", ".join([f"void* shared, const {_TENSOR_MAP}* map", *ints]) + bar
+        helper = self._ptx_helper(name, params, ptx, fallback)
         args = [
             f"{stmt.buffer} + {self.expr(stmt.offset)}",
             f"&{tensor_map(stmt)}",
             *(f"(int)({self.expr(c)})" for c in stmt.coords),
-            f"{stmt.barrier} + {self.expr(stmt.index)}",
         ]
+        if not stmt.store:
+            args.append(f"{stmt.barrier} + {self.expr(stmt.index)}")
         return [f"{self.indent * depth}{helper}({', '.join(args)});"]
+
+    def _stmt_BulkGroup(self, stmt: BulkGroup, depth: int) -> list[str]:
+        instruction = {
+            "commit": "cp.async.bulk.commit_group",
+            "wait_read": "cp.async.bulk.wait_group.read 0",
+            "wait": "cp.async.bulk.wait_group 0",
+        }[stmt.op]
+        ptx = f'"{instruction};\\n" ::: "memory"'
+        return [f"{self.indent * depth}{self._ptx_helper(f'bulk_{stmt.op}', '', ptx)}();"]
+
+    def _stmt_NamedBarrier(self, stmt: NamedBarrier, depth: int) -> list[str]:
+        ptx = '"bar.sync %0, %1;\\n" :: "r"(index), "r"(count) : "memory"'
+        fallback = "  ::cuda_emu::named_barrier(index, count);"
+        helper = self._ptx_helper("named_barrier", "unsigned index, unsigned count", ptx, fallback)
+        index = f"(unsigned)({self.expr(stmt.index)})"
+        return [f"{self.indent * depth}{helper}({index}, {stmt.count}u);"]
 
     def _stmt_Wgmma(self, stmt: Wgmma, depth: int) -> list[str]:
         pad = self.indent * depth

@@ -76,6 +76,12 @@ PINGPONG: list[dict[str, Any]] = [
     },
 ]
 
+# The tile stored through shared memory by the copy engine (`wgmma_store`, where it exists).
+STORE: list[dict[str, Any]] = [
+    {**VARIANTS[5], "wgmma_store": True},
+    {**PINGPONG[1], "wgmma_store": True, "wgmma_tma": True},
+]
+
 
 def wgmma_config(space: Space, **knobs: Any) -> Config:
     """The naive config with every contraction stage in `wgmma` mode and `knobs` set."""
@@ -179,6 +185,7 @@ def test_compiles_for_sm90a_without_spills() -> None:
     eager = {**VARIANTS[3], **eager}
     found.append(lower(programs[1], SM90, wgmma_config(space, **eager)))
     found.append(lower(programs[1], SM90, wgmma_config(space, **eager, wgmma_tma=True)))
+    found += [lower(programs[1], SM90, wgmma_config(space, **v)) for v in STORE]
     space = space_for(programs[0], SM90)
     found += [lower(programs[0], SM90, wgmma_config(space, **v)) for v in TMA]
     assert build_arch("sm_90", found) == "sm_90a"
@@ -336,6 +343,53 @@ def test_the_copy_engine_zero_fills_only_past_k(tmp_path: Path) -> None:
 
 
 @emulated
+def test_the_copy_engine_stores_the_tile_from_shared_memory(tmp_path: Path) -> None:
+    """With `wgmma_store` each consumer warpgroup writes its rows of the tile, epilogue
+    applied, into shared memory (swizzled boxes of 128 bytes of a row), and its first thread
+    has the copy engine store them, which leaves out what lies past the output's edges (64
+    x 96 in tiles of 128 x 64, bias and ReLU read in range only). The warpgroup meets on a
+    named barrier of its own before and after writing; the first thread waits for the last
+    stores to read the tile first, and for all of them before the kernel ends. Offered where
+    the output's last axis is the columns'; float32 output too, in boxes of 32."""
+    program = matmul("float16", 64, 96, 80, epilogue=True)
+    space = space_for(program, SM90)
+    configs = [wgmma_config(space, **v) for v in STORE]
+    kernel = lower(program, SM90, configs[0])
+    assert kernel.launch["tensor_maps"][-1] == {
+        "name": "out_map_64x64",
+        "arg": "out",
+        "box": [64, 64],
+        "swizzle": 128,
+    }
+    for text in (
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%1, {%2, %3}], [%0];",
+        "cp.async.bulk.commit_group;",
+        "cp.async.bulk.wait_group.read 0;",
+        "cp.async.bulk.wait_group 0;",
+        "named_barrier((unsigned)((group + 1)), 128u);",
+        "tensor_store2d(Cs + (group * 4096), &out_map_64x64, (int)((bx * 64)),",
+    ):
+        assert text in kernel.source, text
+    stages = lower(program, SM90, {**configs[0], "s0.wgmma_store": False})
+    cs = 2 * 64 * 64 * 2  # two warpgroups' 64 x 64 halves
+    assert (
+        kernel.launch["kernels"][0]["shared_bytes"]
+        == stages.launch["kernels"][0]["shared_bytes"] + cs
+    )
+    assert "producer" in (space.check({**configs[0], "s0.wgmma_producer": False}) or "")
+    assert_right(tmp_path, program, configs, {})
+    wide = matmul("bfloat16", "M", 40, 48)  # float32 sums: boxes of 32 columns
+    boxes = lower(wide, SM90, wgmma_config(space_for(wide, SM90), **STORE[0])).launch
+    assert boxes["tensor_maps"][-1]["box"] == [32, 64]
+    int4 = int4_matmul()
+    eager = {**STORE[1], "wgmma_prefetch": True}
+    assert_right(tmp_path, int4, [wgmma_config(space_for(int4, SM90), **eager)], {"M": 200})
+    odd = matmul("float16", 64, 36, 80, epilogue=True)  # rows of 72 bytes: not 16-aligned
+    knobs = space_for(odd, SM90).knobs
+    assert "wgmma" in knobs["s0.mode"] and "s0.wgmma_store" not in knobs
+
+
+@emulated
 def test_a_batch_comes_in_boxes_of_three_dimensions(tmp_path: Path) -> None:
     """A batched NT matmul: each box is 64 k by the tile's lanes by one batch, at the block's
     batch index (grid z), with the copy engine and in ping-pong."""
@@ -456,13 +510,17 @@ def test_seeds_are_the_tensor_core_shapes_and_valid() -> None:
     assert [s["s0.mode"] for s in many] == ["wgmma"] * 14 + ["wmma"]
     # 8 x 1 tiles: all resident at once; ping-pong in turns of 2, the fewest it takes
     assert [s["s0.wgmma_tiles"] for s in many[:14]] == [1] * 9 + [2] * 4 + [1]
+    # TMA twins store their tiles through the copy engine too where the tile fits beside the
+    # stages: not beside 4 stages of 256 x 128
+    stored = [i for i, s in enumerate(many) if s.get("s0.wgmma_store")]
+    assert stored == [7, 8, 11, 12] and all(many[i]["s0.wgmma_tma"] for i in stored)
 
 
 @pytest.mark.gpu
 def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
     """The hardware reads the tiles as the emulator does: every variant above (tiles in
-    turn, ping-pong and the copy engine's among them), and the seeds, verified on the GPU
-    against the reference."""
+    turn, ping-pong and the copy engine's loads and stores among them), and the seeds,
+    verified on the GPU against the reference."""
     gpus = device.gpus()
     if not gpus or gpus[0]["gpu_arch"] != "sm_90":
         pytest.skip("needs an sm_90 GPU")
@@ -476,6 +534,7 @@ def test_every_variant_and_seed_is_right_on_an_sm90_gpu(tmp_path: Path) -> None:
     ):
         space = space_for(program, SM90)
         tma = TMA if "s0.wgmma_tma" in space.knobs else []
-        variants = VARIANTS + TURNS + PINGPONG + tma
+        store = STORE if "s0.wgmma_store" in space.knobs else []
+        variants = VARIANTS + TURNS + PINGPONG + tma + store
         configs = [wgmma_config(space, **v) for v in variants] + space.seeds()
         assert_right(tmp_path, program, configs, symbols, emulate=False)

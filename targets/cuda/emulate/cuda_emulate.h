@@ -126,7 +126,13 @@ constexpr int warpSize = 32;
 namespace cuda_emu {
 
 constexpr std::size_t STACK_BYTES = 256 * 1024;  // per CUDA thread (WMMA tiles live there)
-enum Wait { RUNNABLE = 0, AT_BLOCK_BARRIER = 1, AT_WARP_BARRIER = 2, AT_MBARRIER = 3 };
+enum Wait {
+  RUNNABLE = 0,
+  AT_BLOCK_BARRIER = 1,
+  AT_WARP_BARRIER = 2,
+  AT_MBARRIER = 3,
+  AT_NAMED_BARRIER = 4
+};
 
 // Threads that meet at barriers: the block (`__syncthreads`), or one warp.
 struct Group {
@@ -237,6 +243,7 @@ struct Launch {
     long long bytes;
   } transactions[MAX_TRANSACTION_BARRIERS];
   unsigned transaction_barriers = 0;
+  unsigned named[16] = {};  // threads arrived at each named barrier (`bar.sync id, count`)
 };
 
 static Launch* current = nullptr;  // one launch at a time
@@ -277,6 +284,22 @@ inline unsigned warp_lanes(unsigned warp) {
 }
 
 inline void block_barrier() { arrive(current->block, AT_BLOCK_BARRIER, 0, current->threads); }
+
+// `bar.sync index, count`: the count-th thread to arrive releases the others waiting there.
+inline void named_barrier(unsigned index, unsigned count) {
+  unsigned& arrived = current->named[index & 15];
+  Fiber& self = current->fibers[current->running];
+  if (++arrived == count) {
+    arrived = 0;
+    for (unsigned t = 0; t < current->threads; t++)
+      if (current->fibers[t].wait == AT_NAMED_BARRIER && current->fibers[t].awaited == &arrived)
+        current->fibers[t].wait = RUNNABLE;
+    return;
+  }
+  self.wait = AT_NAMED_BARRIER;
+  self.awaited = &arrived;
+  switch_context(self.context, current->scheduler);
+}
 
 inline void warp_barrier() {
   unsigned warp = current->running / 32;
@@ -342,6 +365,7 @@ inline void fiber_main() {
 inline bool run_block(Launch& launch, bool reverse) {
   launch.block = Group{launch.threads, 0};
   launch.transaction_barriers = 0;
+  for (unsigned& arrived : launch.named) arrived = 0;
   for (unsigned w = 0; w < (launch.threads + 31) / 32; w++) {
     unsigned lanes = warp_lanes(w);
     launch.warps[w].group = Group{lanes, 0};
@@ -375,7 +399,8 @@ inline bool run_block(Launch& launch, bool reverse) {
 // The deadlock message: where the block's stuck threads wait, as runs of threads waiting alike
 // (an mbarrier named by its byte offset in dynamic shared memory), the first few of them.
 inline int deadlock(const Launch& launch) {
-  static const char* const where[] = {"running", "__syncthreads", "a warp barrier", "mbarrier"};
+  static const char* const where[] = {"running", "__syncthreads", "a warp barrier", "mbarrier",
+                                      "a named barrier"};
   int n = std::snprintf(error, sizeof error,
                         "deadlock in block (%u, %u, %u): threads wait at a barrier that the "
                         "other live threads of their block or warp never reach or complete:",
@@ -1074,42 +1099,63 @@ inline void mbarrier_wait(std::int64_t* bar, unsigned parity) {
 // to 4. A copy lands at once: the box, element by element in its order (innermost fastest),
 // out-of-range elements as zeros, into shared memory at `dst` with the swizzle applied to the
 // address (bits 4-6 ^= bits 7-9, as `descriptor_element` reads it), then its bytes count
-// against the mbarrier, which must have been told to expect them.
-inline void tensor_copy(void* dst, const void* map, const int* coords, unsigned rank,
-                        std::int64_t* bar) {
+// against the mbarrier, which must have been told to expect them. A store (`tensor_store`)
+// lands at once too, the box's elements inside the tensor read back the same way, so the
+// bulk group's commit and waits have nothing left to wait for.
+//
+// `tensor_box` visits each element of the box at `coords`: its shared-memory address from
+// `shared` (swizzled), its global address (null outside the tensor), its bytes.
+template <class Visit>
+void tensor_box(const void* shared, const void* map, const int* coords, unsigned rank,
+                Visit visit) {
   const auto* w = static_cast<const std::uint64_t*>(map);
   std::uint64_t size = (w[1] >> 8) & 0xff, swizzle = (w[1] >> 16) & 0xffff;
   const std::uint64_t *dims = w + 2, *strides = w + 7, *box = w + 11;
-  std::uint64_t start = shared_offset(dst), total = 1;
+  std::uint64_t start = shared_offset(shared), total = 1;
   for (unsigned d = 0; d < rank; d++) total *= box[d];
   if ((w[1] & 0xff) != rank || (swizzle != 0 && (box[0] * size != swizzle || start % 1024))) {
     std::fprintf(stderr, "cuda_emulate: a tensor copy whose map, box or address does not fit\n");
     std::abort();
   }
   for (std::uint64_t e = 0; e < total; e++) {
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(w[0]);
+    unsigned char* global = reinterpret_cast<unsigned char*>(w[0]);
     bool inside = true;
     std::uint64_t rest = e;
     for (unsigned d = 0; d < rank; d++) {
       long long at = coords[d] + static_cast<long long>(rest % box[d]);
       rest /= box[d];
       inside = inside && at >= 0 && static_cast<std::uint64_t>(at) < dims[d];
-      src += at * static_cast<long long>(d == 0 ? size : strides[d - 1]);
+      global += at * static_cast<long long>(d == 0 ? size : strides[d - 1]);
     }
     std::uint64_t at = start + e * size;
     if (swizzle) at ^= ((at >> 7) & 7) << 4;
-    if (inside)
-      std::memcpy(dynamic_shared() + at, src, size);
-    else
-      std::memset(dynamic_shared() + at, 0, size);
+    visit(dynamic_shared() + at, inside ? global : nullptr, size);
   }
+}
+
+inline void tensor_copy(void* dst, const void* map, const int* coords, unsigned rank,
+                        std::int64_t* bar) {
+  long long total = 0;
+  tensor_box(dst, map, coords, rank, [&](unsigned char* shared, unsigned char* global, int size) {
+    if (global != nullptr)
+      std::memcpy(shared, global, size);
+    else
+      std::memset(shared, 0, size);
+    total += size;
+  });
   long long& bytes = mbarrier_bytes(bar);
-  bytes -= static_cast<long long>(total * size);
+  bytes -= total;
   if (bytes < 0) {
     std::fprintf(stderr, "cuda_emulate: a tensor copy's bytes were not expected first\n");
     std::abort();
   }
   mbarrier_settle(bar);
+}
+
+inline void tensor_store(const void* src, const void* map, const int* coords, unsigned rank) {
+  tensor_box(src, map, coords, rank, [](unsigned char* shared, unsigned char* global, int size) {
+    if (global != nullptr) std::memcpy(global, shared, size);
+  });
 }
 
 }  // namespace cuda_emu

@@ -70,6 +70,7 @@ from tunehub.targets.cuda.schedule.wgmma import (
     WgmmaKernel,
     WgmmaShape,
     evaluated,
+    tensor_output,
     tensor_sides,
     warpgroup_mma,
 )
@@ -118,6 +119,7 @@ WGMMA: dict[str, tuple[Knob, ...]] = {
 }
 WGMMA_PREFETCH: dict[str, tuple[Knob, ...]] = {"wgmma_prefetch": (False, True)}
 WGMMA_TMA: dict[str, tuple[Knob, ...]] = {"wgmma_tma": (False, True)}
+WGMMA_STORE: dict[str, tuple[Knob, ...]] = {"wgmma_store": (False, True)}
 MODES = ("plain", "tiled", "gemv")
 # (bm, bn, stages, in flight, producer, pingpong) of the wgmma seeds, fastest first where
 # measured (see `seeds`).
@@ -173,6 +175,7 @@ class CudaContraction(Schedule):
         "wgmma_tiles": "wgmma: tiles per block, in turn (the producer runs on into the next)",
         "wgmma_tma": "wgmma: the copy engine (TMA) brings the tiles of the sides copied as is",
         "wgmma_pingpong": "wgmma: each consumer warpgroup computes whole tiles, the two in turn",
+        "wgmma_store": "wgmma: the tile leaves through shared memory and the copy engine (TMA)",
     }
     fallback = Reduction()
 
@@ -201,6 +204,8 @@ class CudaContraction(Schedule):
                 extra.update(WGMMA_PREFETCH)
             if tensor_sides(ops):
                 extra.update(WGMMA_TMA)
+            if tensor_output(ops):
+                extra.update(WGMMA_STORE)
         if rows is not None and rows > GEMV_MAX_ROWS:  # the weights would be read rows / 8 times
             gemv = {k: v[:1] for k, v in GEMV.items()}
             return {"mode": (*MODES[:2], *wmma), **tiled, **gemv, **extra}
@@ -254,7 +259,8 @@ class CudaContraction(Schedule):
         counted, the first producer shape comes once more, the last of those in turns, as
         few tiles per block as let every block run at once on the reference GPU of the arch
         (`wgmma_tiles`); where the copy engine can bring a side, each producer form comes
-        once more with it (`wgmma_tma`). None of these is measured on a GPU yet: a tuning
+        once more with it (`wgmma_tma`), storing the tile through it too where that is
+        offered and fits (`wgmma_store`). None of these is measured on a GPU yet: a tuning
         measures each form beside the shape it extends."""
         found = plan(stage)
         if found is None:
@@ -295,13 +301,23 @@ class CudaContraction(Schedule):
                     if turns > 1:
                         shape.append({**shape[-1], "wgmma_tiles": turns})
                 if producer and "wgmma_tma" in knobs:
-                    shape += [{**seed, "wgmma_tma": True} for seed in shape]
+                    shape += [
+                        self._tma(stage, target, {**seed, "wgmma_tma": True}) for seed in shape
+                    ]
                 seeds += shape
         if "wmma" in modes:
             stages = 3 if 3 in knobs.get("wmma_stages", ()) else 1
             wmma = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
             seeds.append({**base, "mode": "wmma", **wmma, "wmma_stages": stages})
         return [{k: v for k, v in seed.items() if k in knobs} for seed in seeds]
+
+    def _tma(self, stage: Stage, target: Target, seed: Config) -> Config:
+        """`seed` also storing its tiles through the copy engine, where that is offered and
+        the output tile fits in shared memory beside the stages."""
+        stored = {**seed, "wgmma_store": True}
+        if "wgmma_store" in seed and self.check(stage, target, stored) is None:
+            return stored
+        return seed
 
     def canonical(self, stage: Stage, target: Target, config: Config) -> Config:
         """The knobs of the other kernel reset. `plain` is left alone: it is one config (the
@@ -392,7 +408,7 @@ def _bound(extent: Expr, symbols: Mapping[str, int]) -> int | None:
 
 def _unused(config: Config) -> dict[str, tuple[Knob, ...]]:
     """The knobs the config's mode does not use."""
-    wgmma = {**WGMMA, **WGMMA_PREFETCH, **WGMMA_TMA}
+    wgmma = {**WGMMA, **WGMMA_PREFETCH, **WGMMA_TMA, **WGMMA_STORE}
     tensor = {**WMMA, **WMMA_ASYNC, **wgmma}
     return {
         "plain": {**TILED, **TILED_ASYNC, **GEMV, **tensor},

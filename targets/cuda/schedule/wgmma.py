@@ -55,7 +55,8 @@ first thread announces a stage's bytes on `full[s]` and issues one `TensorCopy` 
 (`_tensor_copies`). With `pingpong` (and tiles in turn) each consumer warpgroup computes whole
 tiles, all `bm` rows in its own accumulators, and the block's tiles alternate between the
 warpgroups: while one stores a tile, the other's mainloop keeps the tensor cores busy
-(CUTLASS's ping-pong kernel); their mainloops take turns (`_handoff`).
+(CUTLASS's ping-pong kernel); their mainloops take turns (`_handoff`). With `store` the tile
+leaves through shared memory and the copy engine (`_store`).
 
 Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
 its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
@@ -67,7 +68,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
-from tunehub.compiler.dtypes import INDEX
+from tunehub.compiler.dtypes import INDEX, itemsize
 from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, Var, loads, substitute
 from tunehub.compiler.loop import (
     Barrier,
@@ -97,7 +98,9 @@ from tunehub.targets.cuda.limits import capability
 from tunehub.targets.cuda.loop import (
     CORE_ROW_BYTES,
     AsyncCopy,
+    BulkGroup,
     Mbarrier,
+    NamedBarrier,
     SharedMatrix,
     TensorCopy,
     Wgmma,
@@ -143,6 +146,7 @@ class WgmmaShape:
     tiles: int = 1  # tiles per block, in turn (`StagedTiles._bindings`)
     tma: bool = False  # the copy engine brings the raw sides' tiles (`tensor_sides`)
     pingpong: bool = False  # each consumer warpgroup computes whole tiles, in turn
+    store: bool = False  # the tile leaves through shared memory and the copy engine
 
     @classmethod
     def of(cls, config: Config) -> WgmmaShape:
@@ -158,6 +162,7 @@ class WgmmaShape:
             int(config["wgmma_tiles"]),
             bool(config.get("wgmma_tma", False)),
             bool(config.get("wgmma_pingpong", False)),
+            bool(config.get("wgmma_store", False)),
         )
 
     @property
@@ -200,6 +205,8 @@ class WgmmaShape:
             return f"{self.tiles} tiles per block need a producer warpgroup to run ahead"
         if self.tma and not self.producer:
             return "tma copies are issued by the producer warpgroup: it needs wgmma_producer"
+        if self.store and not self.producer:
+            return "tma stores are the consumer warpgroups': they need wgmma_producer"
         if self.pingpong and (self.groups < 2 or self.tiles < self.groups):
             return "pingpong needs 2 consumer warpgroups and a tile per block for each"
         return None
@@ -212,7 +219,9 @@ class WgmmaShape:
         return self.width(side) * BK
 
     def shared_bytes(self, ops: Operands) -> int:
-        return sum(self.tile_elements(ops, side) for side in SIDES) * 2 * self.stages
+        tiles = sum(self.tile_elements(ops, side) for side in SIDES) * 2 * self.stages
+        out = self.groups * self.rows * self.bn * itemsize(ops.stage.dtype) if self.store else 0
+        return tiles + out
 
     def registers(self, ops: Operands) -> int:
         """Per thread: the accumulators and 26 more, as ptxas 13.0 reported for sm_90a (58,
@@ -276,6 +285,22 @@ def tensor_sides(ops: Operands) -> dict[str, tuple[int, int]]:
     return found
 
 
+STORE_TYPES = ("float16", "bfloat16", "float32")  # what a tensor map of ours holds
+
+
+def tensor_output(ops: Operands) -> bool:
+    """Whether the tile can leave through the copy engine (TMA stores, `store`): the stage
+    stores an output of 2- or 4-byte floats, its last axis the columns' one axis, the rows'
+    one axis another, at most 5 axes, rows starting 16-byte aligned."""
+    stage = ops.stage
+    if not stage.output or stage.dtype not in STORE_TYPES or len(stage.axes) > 5:
+        return False
+    if len(ops.rows.axes) != 1 or ops.cols.axes != (stage.axes[-1],):
+        return False
+    row = const_value(as_expr(stage.shape[-1]))
+    return row is not None and row * itemsize(stage.dtype) % 16 == 0
+
+
 def _same(a: Expr, b: Expr) -> bool:
     known = const_value(a), const_value(b)
     return known[0] == known[1] if None not in known else a == b
@@ -294,6 +319,7 @@ class WgmmaKernel(StagedTiles):
         self.lag = shape.in_flight
         names = (ctx.fresh("full"), ctx.fresh("empty")) if shape.producer else ()
         self.barriers = [Decl(name, INDEX, (shape.stages,), shared=True) for name in names]
+        self.out_tile = ctx.fresh("Cs") if shape.store and tensor_output(ops) else ""
         if shape.pingpong:  # see `_specialized`
             handoff = Decl(ctx.fresh("handoff"), INDEX, (shape.groups,), shared=True)
             self.barriers.append(handoff)
@@ -358,6 +384,7 @@ class WgmmaKernel(StagedTiles):
             seq(
                 *([] if s.producer else self.block_decls),
                 *self._tile_decls(),
+                *self._out_decls(),
                 *self.barriers,
                 nest([tx], inner),
             ),
@@ -467,7 +494,8 @@ class WgmmaKernel(StagedTiles):
         tile = seq(mainloop, *last, *self.block_decls, self._store())
         acc = Decl(self.acc, "float32", (s.acc_size,))
         mine = equal(mod(var(self.tile), s.groups), self.group) if s.pingpong else None
-        consumer = seq(acc, self._each_tile(seq(self._zero(), tile), mine))
+        flush = [guard(self._issuer(), BulkGroup("wait"))] if self.out_tile else []
+        consumer = seq(acc, self._each_tile(seq(self._zero(), tile), mine), *flush)
         return [*arm, If(less(self.tid, const(WARPGROUP)), producer, consumer)]
 
     def _handoff(self) -> tuple[list[Stmt], list[Stmt]]:
@@ -557,25 +585,48 @@ class WgmmaKernel(StagedTiles):
         out.append(Wgmma("wait", pending=s.in_flight, acc=self.acc, acc_size=s.acc_size))
         return seq(out)
 
+    def _out_decls(self) -> list[Stmt]:
+        """The output tile in shared memory, a warpgroup's rows each (`_store`)."""
+        if not self.out_tile:
+            return []
+        s = self.s
+        return [Decl(self.out_tile, self.ops.stage.dtype, (s.groups * s.rows * s.bn,), shared=True)]
+
+    def _issuer(self) -> Expr:
+        """Whether this thread is its warpgroup's first: the one that issues its stores."""
+        return equal(mod(self.tid, WARPGROUP), const(0))
+
     def _store(self) -> Stmt:
         """Every accumulator through the epilogue to its (row, col), clipped at the edges;
-        a thread's two neighbouring columns as one 4-byte store where `_pairs` allows."""
+        a thread's two neighbouring columns as one 4-byte store where `_pairs` allows.
+
+        With `store` (and `tensor_output`) the values go into the warpgroup's part of the
+        output tile in shared memory instead, in boxes of 128 bytes of a row by the
+        warpgroup's rows, swizzled as the input tiles are (a warp's stores then hit 32
+        banks), and the warpgroup's first thread has the copy engine store the boxes; the
+        copy engine leaves out what lies past the output's edges. Before the tile is
+        written, that thread waits until the previous stores have read it, and the
+        warpgroup meets (a named barrier of its own); after, the writes are made visible to
+        the copy engine and the warpgroup meets again."""
         ops, s, stage = self.ops, self.s, self.ops.stage
         out: list[Stmt] = []
         if s.in_flight:
             out.append(Wgmma("wait", pending=0, acc=self.acc, acc_size=s.acc_size))
+        meet = NamedBarrier(add(self.group, const(1)), WARPGROUP)
+        if self.out_tile:
+            out += [guard(self._issuer(), BulkGroup("wait_read")), meet]
         per_slab = s.bn // 2
         step = 2 if self._pairs() else 1
         for t in range(s.m_tiles):
             slab = add(self.row0, self.slab0)
-            top = add(add(slab, const(t * SLAB)), add(mul(self.warp, const(16)), div(self.lane, 4)))
+            in_slab = add(mul(self.warp, const(16)), div(self.lane, 4))
             e = self.ctx.fresh("e")
             first = mul(var(e), const(step))  # the accumulator (of the pair)
-            row = add(top, mul(div(mod(first, 4), 2), const(8)))
-            col = add(
-                add(self.col0, mul(div(first, 4), const(CORE))),
-                add(mul(mod(self.lane, 4), const(2)), mod(first, 2)),
-            )
+            lower = mul(div(mod(first, 4), 2), const(8))
+            row = add(add(add(slab, const(t * SLAB)), in_slab), lower)
+            column = mul(div(first, 4), const(CORE))
+            pair = add(mul(mod(self.lane, 4), const(2)), mod(first, 2))
+            col = add(add(self.col0, column), pair)
             values = []
             for j in range(step):
                 point = ops.at(self.batch, row, add(col, const(j)), None)
@@ -584,10 +635,48 @@ class WgmmaKernel(StagedTiles):
             value = values[0] if step == 1 else Call("pack", tuple(values), vector(stage.dtype, 2))
             point = ops.at(self.batch, row, col, None)
             store = Store(stage.buffer, tuple(point[a] for a in stage.axes), value)
+            if self.out_tile:  # at the row within the warpgroup's, the column within the tile
+                at = self._out_at(add(add(const(t * SLAB), in_slab), lower), add(column, pair))
+                store = Store(self.out_tile, (at,), value)
             conds = [] if covers(ops.rows.extent, s.bm) else [less(row, ops.rows.extent)]
             conds += [] if covers(ops.cols.extent, s.bn) else [less(col, ops.cols.extent)]
             out.append(For(e, const(per_slab // step), guard(all_of(conds), store), "unroll"))
+        if self.out_tile:
+            stores = [*self._tensor_stores(), BulkGroup("commit")]
+            out += [Wgmma("proxy_fence"), meet, guard(self._issuer(), seq(stores))]
         return seq(out)
+
+    def _out_at(self, row: Expr, col: Expr) -> Expr:
+        """Where the warpgroup's (row, col) sits in the output tile: its part, its box of
+        128 bytes of a row, the 16-byte chunk swizzled by the row (`_store`)."""
+        s, size = self.s, itemsize(self.ops.stage.dtype)
+        per_row, per_chunk = 128 // size, 16 // size
+        box, within = div(col, per_row), mod(col, per_row)
+        chunk = Binary("^", div(within, per_chunk), mod(row, CORE), INDEX)
+        at = add(mul(box, const(s.rows * per_row)), mul(row, const(per_row)))
+        at = add(at, add(mul(chunk, const(per_chunk)), mod(within, per_chunk)))
+        return add(mul(self.group, const(s.rows * s.bn)), at)
+
+    def _tensor_stores(self) -> list[Stmt]:
+        """The warpgroup's boxes of the output tile, stored by the copy engine."""
+        ops, s, stage = self.ops, self.s, self.ops.stage
+        per_row = 128 // itemsize(stage.dtype)
+        row = add(self.row0, self.slab0)
+        box = [
+            s.rows if a == ops.rows.axes[0] else per_row if a == stage.axes[-1] else 1
+            for a in stage.axes
+        ]
+        out: list[Stmt] = []
+        for j in range(s.bn // per_row):
+            point = ops.at(self.batch, row, add(self.col0, const(j * per_row)), None)
+            coords = tuple(reversed([point[a] for a in stage.axes]))
+            offset = add(mul(self.group, const(s.rows * s.bn)), const(j * s.rows * per_row))
+            out.append(
+                TensorCopy(
+                    self.out_tile, offset, stage.buffer, tuple(reversed(box)), coords, store=True
+                )
+            )
+        return out
 
     def _pairs(self) -> bool:
         """Whether accumulator pairs (columns 2i, 2i + 1) store as one 16-bit pair: the result
