@@ -2,7 +2,7 @@
 
 A GPU function (see "GPU concepts" in `compiler.loop.nodes`) becomes one `extern "C" __global__`
 kernel per launch (`targets.cuda.launches`), each taking every argument (inputs, outputs,
-workspaces, symbols, then the tensor maps its TMA copies read through, as
+workspaces, symbols, then the tensor maps its TMA copies and stores go through, as
 `__grid_constant__` values) and bounded by `__launch_bounds__` of its block. Block and thread
 bindings become `const int64_t` copies of `blockIdx`/`threadIdx` (a thread binding smaller
 than the block is guarded), shared arrays `__shared__` arrays (or slices of dynamic shared

@@ -1,5 +1,5 @@
-"""Tensor maps (sm_90 TMA): the descriptors a kernel's `TensorCopy`s read global memory
-through, one kernel parameter each, after the symbols (`runtime.abi`).
+"""Tensor maps (sm_90 TMA): the descriptors through which a kernel's `TensorCopy`s read
+global memory or store into it, one kernel parameter each, after the symbols (`runtime.abi`).
 
 The launch names each map (`launch["tensor_maps"]`: its argument, box and swizzle); the rest
 depends on the call, so a caller encodes the maps per call from the arguments' addresses and
