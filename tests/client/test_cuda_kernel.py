@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.compiler.test_cuda_wgmma import wgmma_config
+from tests.compiler.test_cuda_wmma import matmul
 from tests.signatures import row_matmul
 from tests.worker import cuda_cases as cases
 from tests.worker.test_gpu_standin import OK, StandIn, _driver_missing
@@ -283,6 +285,29 @@ def test_lowered_kernels_match_the_reference(
     out = FakeDeviceArray(np.full(expected[name].shape, np.nan, np.float32))
     k(*(FakeDeviceArray(inputs[t.name]) for t in program.inputs), out=out)
     np.testing.assert_allclose(out.array, expected[name], rtol=1e-5, atol=1e-6)
+
+
+@needs_standin
+def test_tensor_maps_are_encoded_per_call_after_the_symbols(
+    standin: ClientStandIn, tmp_path: Path
+) -> None:
+    """A Hopper GEMM whose tiles come and go through the copy engine (TMA loads and stores):
+    the client encodes a map per buffer with the driver at each call and passes them after
+    the symbols, and the result matches the reference (the stand-in driver encodes the
+    emulator's form, after cuda-python has checked the arguments)."""
+    program = matmul("float16", "M", 96, 80, epilogue=True)
+    space = space_for(program, SM90)
+    knobs = {"wgmma_producer": True, "wgmma_tma": True, "wgmma_store": True, "wgmma_bn": 64}
+    config = wgmma_config(space, **knobs)
+    kernel = lower(program, SM90, config)
+    assert [m["arg"] for m in kernel.launch["tensor_maps"]] == ["A", "B", "out"]
+    k = export(kernel, built(kernel, EmulatedBuilder()), tmp_path / "k")
+    symbols = {"M": 70}
+    inputs = random_inputs(program, symbols, seed=3)
+    expected = evaluate(program, inputs, symbols)["out"]
+    out = FakeDeviceArray(np.full(expected.shape, np.nan, np.float16))
+    k(*(FakeDeviceArray(inputs[t.name]) for t in program.inputs), out=out)
+    np.testing.assert_allclose(out.array, expected, rtol=1e-2, atol=1e-2)
 
 
 @needs_standin

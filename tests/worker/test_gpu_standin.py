@@ -15,6 +15,7 @@ import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from tunehub.schemas.target import Target
 from tunehub.targets.cuda import child as cuda_child
 from tunehub.targets.cuda import gpu
 from tunehub.targets.cuda.emulate.emulator import EmulatedBuilder, Library
+from tunehub.targets.cuda.tensor_map import TensorMap, emulated
 from tunehub.worker.measure.case import CaseCache
 from tunehub.worker.measure.measuring import Loaded
 from tunehub.worker.measure.runner import MeasureResult
@@ -63,7 +65,7 @@ class StandIn:
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(real, name)
-        if not name.startswith("cu"):
+        if not name.startswith("cu") or isinstance(attribute, type):  # cuuint64_t, ...
             return attribute
         method = getattr(type(self), f"_{name}")
 
@@ -151,6 +153,22 @@ class StandIn:
     def _cuFuncSetAttribute(self, function: Any, attribute: Any, value: int) -> tuple[Any, ...]:
         self.attributes.append((self.functions[int(function)][1], value))
         return (OK,)
+
+    def _cuTensorMapEncodeTiled(self, dtype: Any, rank: int, address: int, *rest: Any) -> Any:
+        """The emulator's encoding (`tensor_map.emulated`) of the map the driver is asked for,
+        whose strides must be the buffer's row-major ones, every element taken, swizzled."""
+        dims, strides, box, steps, _interleave, swizzle, _l2, _fill = rest
+        types = {
+            real.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16: "float16",
+            real.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16: "bfloat16",
+            real.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32: "float32",
+        }
+        assert swizzle == real.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B
+        assert len(dims) == rank and [int(step) for step in steps] == [1] * rank
+        shape = tuple(int(d) for d in dims)
+        tensor_map = TensorMap("stand-in", types[dtype], shape, tuple(int(b) for b in box), 128)
+        assert tensor_map.strides == tuple(int(stride) for stride in strides)
+        return (OK, SimpleNamespace(opaque=list(emulated(tensor_map, int(address)))))
 
     def _cuLaunchKernel(self, function: Any, *args: Any) -> tuple[Any, ...]:
         gx, gy, gz, bx, by, bz, shared, _stream, params, _extra = args
