@@ -32,7 +32,13 @@ from typing import Any
 import numpy as np
 
 from tunehub.runtime.arguments import Arg, Arguments, numpy_dtype
-from tunehub.targets.cuda.launch import Plan, kernel_params, launch_plan, workspace_bytes
+from tunehub.targets.cuda.launch import (
+    Plan,
+    check_launch,
+    kernel_params,
+    launch_plan,
+    workspace_bytes,
+)
 from tunehub.targets.cuda.tensor_map import Encoded, tensor_maps
 
 BUFFER_ALIGN = 16  # every buffer of a call (`runtime.abi`)
@@ -98,6 +104,7 @@ class CudaKernel:
     def __init__(self, cubin: bytes, metadata: dict[str, Any]) -> None:
         if metadata.get("language") != "cuda" or "launch" not in metadata:
             raise ValueError("not a CUDA kernel's metadata (no language 'cuda' and launch)")
+        check_launch(metadata["launch"])
         self.cubin = cubin
         self.metadata = metadata
         self.entry: str = metadata["entry"]

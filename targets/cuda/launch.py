@@ -16,6 +16,18 @@ from tunehub.runtime.abi import eval_extent
 from tunehub.targets.cuda.tensor_map import Encoded
 
 Plan = list[tuple[str, list[int], list[int], int]]
+KNOWN = ("kernels", "workspace", "tensor_maps")  # what a launch may hold (`runtime.abi`)
+
+
+def check_launch(launch: Mapping[str, Any]) -> None:
+    """ValueError where the launch holds what this version cannot pass its kernels: a kernel
+    from a newer tunehub would otherwise be launched without some of its parameters."""
+    unknown = sorted(set(launch) - set(KNOWN))
+    if unknown:
+        raise ValueError(
+            f"this kernel's launch holds {', '.join(unknown)}, which this version of tunehub "
+            "cannot pass to its kernels: load it with the version that tuned it, or newer"
+        )
 
 
 def launch_plan(kernels: Sequence[Mapping[str, Any]], symbols: Mapping[str, int]) -> Plan:

@@ -114,6 +114,14 @@ def test_the_plan_evaluates_grids_and_workspaces_from_the_symbols(tmp_path: Path
     assert k.workspace_bytes({"N": 1000}) == [4000, 32]
 
 
+def test_a_launch_this_version_cannot_pass_is_refused_at_load(tmp_path: Path) -> None:
+    metadata = cases.CORRECT.metadata()
+    metadata["launch"] = {**metadata["launch"], "clusters": [2, 1, 1]}
+    save_kernel(tmp_path, b"cubin", None, metadata)
+    with pytest.raises(ValueError, match="launch holds clusters, which this version"):
+        load_kernel(tmp_path)
+
+
 def test_a_directory_without_its_cubin_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "metadata.json").write_text(json.dumps(cases.CORRECT.metadata()))
     with pytest.raises(FileNotFoundError, match=r"kernel\.cubin not found"):
