@@ -4,8 +4,9 @@
 `Wmma` statements drive the tensor cores and `Wgmma` statements Hopper's warpgroup tensor
 cores; `AsyncCopy` statements (sm_80+ `cp.async`) copy global memory into shared memory while
 the thread goes on; `TensorCopy` statements (sm_90 TMA) have the copy engine bring a whole box
-of a global buffer into shared memory; `Mbarrier` statements (sm_90) let some threads wait for
-others without a block-wide barrier.
+of a global buffer into shared memory, or store one back (`BulkGroup` waits for those stores);
+`Mbarrier` statements (sm_90) let some threads wait for others without a block-wide barrier,
+and a `NamedBarrier` stops only the warps that meet at it.
 """
 
 from __future__ import annotations
@@ -211,8 +212,8 @@ class NamedBarrier(Stmt):
 
 
 def tensor_map(copy: TensorCopy) -> str:
-    """The kernel parameter holding the tensor map a copy reads through: one per buffer and
-    box, shared by every copy of that box."""
+    """The kernel parameter holding the tensor map a copy or store goes through: one per
+    buffer and box, shared by every copy of that box."""
     return f"{copy.tensor}_map_{'x'.join(map(str, copy.box))}"
 
 
