@@ -2,11 +2,14 @@
 the rendered PTX, nvcc builds for sm_90 (as sm_90a), and emulated runs (the worker's path:
 emulated build, sandboxed run, verification against the reference evaluator) for every
 factor layout (K-major and M/N-major A and B), float16 and bfloat16, symbolic and
-non-dividing sizes, an epilogue and an int4-dequantizing prologue.
+non-dividing sizes, an epilogue and an int4-dequantizing prologue; and for the producer
+kernel's forms: reads a slice ahead, tiles in turn, ping-pong warpgroups, and tiles brought
+and stored by the copy engine (TMA).
 
 The emulator reads the factors through the descriptors the kernel builds, by the layout the
-PTX ISA gives for them, so a tile stored one way and described another fails here. Whether
-the hardware reads them the same way is for the `gpu` tests on an sm_90 machine."""
+PTX ISA gives for them, and writes and reads TMA boxes through the same swizzle, so a tile
+stored one way and described another fails here. Whether the hardware reads them the same
+way is for the `gpu` tests on an sm_90 machine."""
 
 from __future__ import annotations
 
