@@ -64,16 +64,10 @@ from tunehub.targets.cuda.schedule.fallback import naive_kernel
 from tunehub.targets.cuda.schedule.gemv import Gemv
 from tunehub.targets.cuda.schedule.operands import Operands, operands
 from tunehub.targets.cuda.schedule.reduction import Reduction
-from tunehub.targets.cuda.schedule.staging import staged
+from tunehub.targets.cuda.schedule.staging import evaluated, staged
 from tunehub.targets.cuda.schedule.tiles import SIDES, Shape, Tiled, async_tiles, vectorized
-from tunehub.targets.cuda.schedule.wgmma import (
-    WgmmaKernel,
-    WgmmaShape,
-    evaluated,
-    tensor_output,
-    tensor_sides,
-    warpgroup_mma,
-)
+from tunehub.targets.cuda.schedule.tma import tensor_output, tensor_sides
+from tunehub.targets.cuda.schedule.wgmma import WgmmaKernel, WgmmaShape, warpgroup_mma
 from tunehub.targets.cuda.schedule.wmma import (
     WmmaKernel,
     WmmaShape,

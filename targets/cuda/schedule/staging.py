@@ -117,6 +117,18 @@ def copy_run(ops: Operands, shape: TileShape, side: str, bk: int) -> int:
     return 0
 
 
+def evaluated(ops: Operands) -> list[str]:
+    """The sides a Hopper kernel's tiles evaluate in registers and store: all but a raw side
+    whose 16-byte runs are provably aligned, which is copied as it is (by `cp.async` or the
+    copy engine; the tile shapes a kernel allows split such runs evenly over the loaders)."""
+    out = []
+    for side in SIDES:
+        load, found = raw(ops, side), walked(ops, side)
+        if load is None or found is None or not aligned_run(load, found[0], RUNS[0], ops.shapes):
+            out.append(side)
+    return out
+
+
 def register_run(ops: Operands, shape: TileShape, side: str, bk: int) -> int:
     """Elements per pass of a side staged through registers (`StagedTiles._stage`)."""
     runs = (*RUNS, 1) if raw(ops, side) is None else (1,)

@@ -49,14 +49,14 @@ producer issues the memory reads of the sides it evaluates (int4 words, scales) 
 into registers before it waits for stage t, so they travel while it evaluates slice t
 (`StagedTiles._ahead`).
 
-With `tma` the copy engine brings the sides copied as they are (`tensor_sides`): the producer's
-first thread announces a stage's bytes on `full[s]` and issues one `TensorCopy` per box, whose
-128-byte swizzle is the layout above; `full[s]` then completes on the arrivals and the bytes
-(`_tensor_copies`). With `pingpong` (and tiles in turn) each consumer warpgroup computes whole
-tiles, all `bm` rows in its own accumulators, and the block's tiles alternate between the
-warpgroups: while one stores a tile, the other's mainloop keeps the tensor cores busy
-(CUTLASS's ping-pong kernel); their mainloops take turns (`_handoff`). With `store` the tile
-leaves through shared memory and the copy engine (`_store`).
+With `tma` the copy engine brings the sides copied as they are (`tma.tensor_sides`): the
+producer's first thread announces a stage's bytes on `full[s]` and issues one `TensorCopy` per
+box, whose 128-byte swizzle is the layout above; `full[s]` then completes on the arrivals and
+the bytes (`_tensor_copies`). With `pingpong` (and tiles in turn) each consumer warpgroup
+computes whole tiles, all `bm` rows in its own accumulators, and the block's tiles alternate
+between the warpgroups: while one stores a tile, the other's mainloop keeps the tensor cores
+busy (CUTLASS's ping-pong kernel); their mainloops take turns (`_handoff`). With `store` the
+tile leaves through shared memory and the copy engine (`_store`).
 
 Accumulators follow the instruction's layout: warp w of a warpgroup holds rows 16w..16w+15 of
 its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and column
@@ -69,7 +69,7 @@ from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX, itemsize
-from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, Var, loads, substitute
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, loads, substitute
 from tunehub.compiler.loop import (
     Barrier,
     Decl,
@@ -90,8 +90,6 @@ from tunehub.compiler.loop import (
     vector,
 )
 from tunehub.compiler.schedule.stage import Context, nest
-from tunehub.compiler.schedule.vectorize import depends
-from tunehub.compiler.simplify import summands
 from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import capability
@@ -110,12 +108,12 @@ from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.staging import (
     SIDES,
     StagedTiles,
+    evaluated,
     raw,
     register_run,
     staged,
 )
-from tunehub.targets.cuda.schedule.tiles import walked
-from tunehub.targets.cuda.schedule.vectors import aligned_run
+from tunehub.targets.cuda.schedule.tma import tensor_output, tensor_sides
 
 WARPGROUP = 4 * WARP  # threads
 SLAB = 64  # rows of A per wgmma
@@ -237,73 +235,6 @@ class WgmmaShape:
                 passes = self.width(side) * BK // register_run(ops, self, side, BK) // self.loaders
                 held += 2 * passes * reads
         return max(self.acc_size, held) + 26
-
-
-def evaluated(ops: Operands) -> list[str]:
-    """The sides whose tiles are evaluated in registers and stored: all but a raw side whose
-    16-byte runs are provably aligned, which is copied as it is (the shapes `error` allows
-    split such runs evenly over the loaders)."""
-    out = []
-    for side in SIDES:
-        load, found = raw(ops, side), walked(ops, side)
-        if load is None or found is None or not aligned_run(load, found[0], CORE, ops.shapes):
-            out.append(side)
-    return out
-
-
-def tensor_sides(ops: Operands) -> dict[str, tuple[int, int]]:
-    """The sides whose tiles the copy engine can bring whole (TMA, `TensorCopy`), each with
-    the positions of its read's indices that walk k and the side's lanes. Such a side is
-    copied as it is (not `evaluated`), in at most 5 dimensions; k and the lanes are one axis
-    each, k read as itself and the lanes plus an offset, each in an index of its own; and the
-    buffer's extent along k is k's, so the zeros a copy brings past the buffer's edge are the
-    zeros past k's (without the shapes, in a space check, the lowering decides)."""
-    found = {}
-    for side in SIDES:
-        load, group = raw(ops, side), ops.rows if side == "row" else ops.cols
-        if side in evaluated(ops) or load is None or len(load.indices) > 5:
-            continue
-        if len(ops.k.axes) != 1 or len(group.axes) != 1:
-            continue
-        k, lane = ops.k.axes[0], group.axes[0]
-        walks = [
-            [n for n, index in enumerate(load.indices) if depends(index, (axis,))]
-            for axis in (k, lane)
-        ]
-        if any(len(w) != 1 for w in walks) or walks[0] == walks[1]:
-            continue
-        at_k, at_lane = walks[0][0], walks[1][0]
-        terms = summands(load.indices[at_lane])
-        offset = [t for t in terms if not (isinstance(t, Var) and t.name == lane)]
-        if load.indices[at_k] != var(k) or len(offset) != len(terms) - 1:
-            continue
-        if any(depends(t, (k, lane)) for t in offset):
-            continue
-        if ops.shapes is not None and not _same(ops.shapes[load.tensor][at_k], ops.k.extent):
-            continue
-        found[side] = (at_k, at_lane)
-    return found
-
-
-STORE_TYPES = ("float16", "bfloat16", "float32")  # what a tensor map of ours holds
-
-
-def tensor_output(ops: Operands) -> bool:
-    """Whether the tile can leave through the copy engine (TMA stores, `store`): the stage
-    stores an output of 2- or 4-byte floats, its last axis the columns' one axis, the rows'
-    one axis another, at most 5 axes, rows starting 16-byte aligned."""
-    stage = ops.stage
-    if not stage.output or stage.dtype not in STORE_TYPES or len(stage.axes) > 5:
-        return False
-    if len(ops.rows.axes) != 1 or ops.cols.axes != (stage.axes[-1],):
-        return False
-    row = const_value(as_expr(stage.shape[-1]))
-    return row is not None and row * itemsize(stage.dtype) % 16 == 0
-
-
-def _same(a: Expr, b: Expr) -> bool:
-    known = const_value(a), const_value(b)
-    return known[0] == known[1] if None not in known else a == b
 
 
 class WgmmaKernel(StagedTiles):
