@@ -69,7 +69,17 @@ class Arguments:
         return values
 
     def output_shapes(self, symbols: Mapping[str, int]) -> list[tuple[int, ...]]:
-        return [tuple(_extent(e, symbols) for e in arg.shape) for arg in self.outputs]
+        return [shape(arg, symbols) for arg in self.outputs]
+
+    def arg(self, name: str) -> Arg:
+        """The input or output named `name` (KeyError if there is none)."""
+        found = {a.name: a for a in (*self.inputs, *self.outputs)}
+        return found[name]
+
+
+def shape(arg: Arg, symbols: Mapping[str, int]) -> tuple[int, ...]:
+    """`arg`'s shape at these symbol values."""
+    return tuple(_extent(e, symbols) for e in arg.shape)
 
 
 def _bind_shape(

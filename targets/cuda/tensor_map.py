@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunehub.compiler.dtypes import itemsize
+from tunehub.runtime.arguments import Arguments, shape
 
 Encoded = ctypes.Array[ctypes.c_uint64]  # the 128 bytes of one map
 WORDS = 16
@@ -47,13 +48,12 @@ def tensor_maps(metadata: Mapping[str, Any], symbols: Mapping[str, int]) -> list
     """The maps a call of the kernel `metadata` describes passes, in parameter order, at these
     symbol values. A zero extent is given as 1, which the encodings accept: a tensor with no
     elements is never copied from (its launches have no blocks, or no slices of k)."""
-    args = {a["name"]: a for a in metadata["args"]}
+    arguments = Arguments(metadata)
     maps = []
     for spec in metadata["launch"].get("tensor_maps", []):
-        arg = args[spec["arg"]]
-        shape = [e if isinstance(e, int) else int(symbols[e]) for e in arg["shape"]]
-        dims = tuple(max(1, e) for e in reversed(shape))
-        maps.append(TensorMap(arg["name"], arg["dtype"], dims, tuple(spec["box"]), spec["swizzle"]))
+        arg = arguments.arg(spec["arg"])
+        dims = tuple(max(1, e) for e in reversed(shape(arg, symbols)))
+        maps.append(TensorMap(arg.name, arg.dtype, dims, tuple(spec["box"]), spec["swizzle"]))
     return maps
 
 
