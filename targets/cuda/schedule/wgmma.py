@@ -541,7 +541,7 @@ class WgmmaKernel(StagedTiles):
         the copy engine and the warpgroup meets again."""
         ops, s, stage = self.ops, self.s, self.ops.stage
         out: list[Stmt] = []
-        if s.in_flight:
+        if s.in_flight and not s.pingpong:  # ping-pong waited already, to free its last stage
             out.append(Wgmma("wait", pending=0, acc=self.acc, acc_size=s.acc_size))
         meet = NamedBarrier(add(self.group, const(1)), WARPGROUP)
         if self.out_tile:
