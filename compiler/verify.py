@@ -1,5 +1,7 @@
 """Is a kernel's output right? A dtype-aware comparison against the reference.
 
+Its shape and dtype must be the reference's first: values that match in another shape (a
+`[1, 64]` vector where `[1, 1, 64, 1]` is wanted) broadcast the wrong way downstream.
 Floats are compared with a relative tolerance per dtype (float32 arithmetic summed in another
 order differs by a few ulps per term, float16/bfloat16 outputs by a rounding step) plus an
 absolute tolerance scaled by the typical (mean absolute) magnitude of the expected values, so
@@ -20,6 +22,7 @@ import numpy as np
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.ir import Program, loads
+from tunehub.runtime.arguments import numpy_dtype
 
 RTOL = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 3e-2}
 # Reductions up to this length get the base tolerance; longer ones scale with sqrt(length).
@@ -49,7 +52,8 @@ def rtol(dtype: str, reduce_extent: int = 1) -> float:
 def compare(
     expected: np.ndarray, actual: np.ndarray, dtype: str, *, reduce_extent: int = 1
 ) -> Comparison:
-    """Compare a kernel's output `actual` with the reference `expected`, both of `dtype`.
+    """Compare a kernel's output `actual` with the reference `expected` of `dtype`: its
+    shape and dtype must be the expected ones, and then its values within tolerance.
 
     `reduce_extent` is the number of terms each output element sums (1 without a reduce).
     """
@@ -61,6 +65,14 @@ def compare(
             max_rel_err=math.inf,
             mismatches=expected.size,
             message=f"shape {list(actual.shape)} where {list(expected.shape)} was expected",
+        )
+    if actual.dtype != numpy_dtype(dtype):
+        return Comparison(
+            ok=False,
+            max_abs_err=math.inf,
+            max_rel_err=math.inf,
+            mismatches=expected.size,
+            message=f"dtype {actual.dtype} where {dtype} was expected",
         )
     if dtypes.is_float(dtype):
         return _compare_floats(expected, actual, rtol(dtype, reduce_extent))

@@ -1,4 +1,5 @@
-"""Output comparison: dtype-aware tolerances, NaN and infinity handling, exact integers."""
+"""Output comparison: shapes and dtypes first, dtype-aware tolerances, NaN and infinity
+handling, exact integers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from tunehub.compiler.verify import compare, rtol
+from tunehub.runtime.arguments import numpy_dtype
 
 
 def _values(n: int = 1000, seed: int = 0) -> np.ndarray:
@@ -114,6 +116,22 @@ def test_shape_mismatch_fails() -> None:
     result = compare(np.zeros((2, 3)), np.zeros((3, 2)), "float32")
     assert not result.ok and result.mismatches == 6
     assert "shape [3, 2]" in result.message
+
+
+def test_equal_values_in_a_shape_that_differs_in_unit_axes_fail() -> None:
+    """`[1, 64]` where `[1, 1, 64, 1]` is wanted broadcasts the other way downstream."""
+    values = np.arange(64, dtype=np.float32)
+    result = compare(values.reshape(1, 1, 64, 1), values.reshape(1, 64), "float32")
+    assert not result.ok and "shape [1, 64] where [1, 1, 64, 1] was expected" in result.message
+
+
+@pytest.mark.parametrize(
+    ("dtype", "actual"), [("float32", np.float64), ("float16", np.float32), ("int32", np.int64)]
+)
+def test_an_output_of_another_dtype_fails(dtype: str, actual: type) -> None:
+    expected = np.ones(4, dtype=numpy_dtype(dtype))
+    result = compare(expected, expected.astype(actual), dtype)
+    assert not result.ok and f"dtype {np.dtype(actual)} where {dtype}" in result.message
 
 
 def test_scalars_and_empty_arrays() -> None:
