@@ -434,11 +434,13 @@ def _stored_kernel(s: Session, record: RecordView, name: str) -> KernelFiles:
     """The files of `record`'s kernel, from the local database's artifact store."""
     from tunehub.client.sdk import kernel_metadata
     from tunehub.server.db import store
+    from tunehub.server.kernels import kernel_meta
 
     artifact = store.get_artifact(s, record.artifact_sha256) if record.artifact_sha256 else None
     if artifact is None:
         raise InternalError(f"record {record.id} has no artifact in the database")
-    metadata = kernel_metadata(artifact.meta, artifact.sha256, record) | {"name": name}
+    meta = kernel_meta(s, artifact, record.workload_key)
+    metadata = kernel_metadata(meta, artifact.sha256, record) | {"name": name}
     return artifact.data, artifact.source, metadata
 
 

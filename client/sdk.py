@@ -4,7 +4,7 @@
         tuning = hub.submit(signature, target="cpu", trials=64)
         tuning = hub.wait(tuning.id)
         best = hub.best(tuning.workload_key, target=tuning.target)
-        kernel = load_kernel(hub.download(best.artifact_sha256, "out/"))
+        kernel = load_kernel(hub.download(tuning.workload_key, "out/"))
 
 A whole model's layers share one budget as a group of tasks (one per layer, or per tuned value
 of a symbol), and a symbolic workload's tuned values make a dispatch table:
@@ -373,10 +373,13 @@ class Client:
         path = f"/v1/workloads/{self.workload_key(key)}/dispatch"
         return self._view(DispatchTable, "GET", path, params=params)
 
-    def artifact(self, sha256: str) -> Artifact:
+    def artifact(self, sha256: str, *, workload: str | None = None) -> Artifact:
         """A compiled kernel by its content address: its bytes, checked against the address,
-        and its metadata. `NotFoundError` when the server has no such artifact."""
-        meta = self._json("GET", f"/v1/artifacts/{sha256}/meta")
+        and its metadata, with the arguments of `workload` (the key of a workload it is a
+        kernel of; several may share the bytes). `NotFoundError` when the server has no such
+        artifact, or it is not a kernel of that workload."""
+        params = {} if workload is None else {"workload": workload}
+        meta = self._json("GET", f"/v1/artifacts/{sha256}/meta", params=params)
         response = self._request("GET", f"/v1/artifacts/{sha256}")
         data = response.content
         if hashlib.sha256(data).hexdigest() != sha256:
@@ -411,7 +414,7 @@ class Client:
                 raise NotFoundError(404, f"no artifact or workload {ref}", "GET", path) from None
             if record.artifact_sha256 is None:
                 raise ClientError(f"record {record.id} has no artifact") from None
-            artifact = self.artifact(record.artifact_sha256)
+            artifact = self.artifact(record.artifact_sha256, workload=record.workload_key)
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         (out / f"kernel.{artifact.kind}").write_bytes(artifact.data)

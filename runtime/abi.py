@@ -1,6 +1,7 @@
 """The calling convention of every tunehub kernel: what a caller passes, in what order, and
 how it launches a CUDA program. The compiler writes it (`compiler.kernel.Kernel.metadata`);
-the client's loaders and the worker's measuring children read it.
+the client's loaders and the worker's measuring children read it. Its arguments and symbols
+are the workload's (`interface`): one artifact can be the kernel of several workloads.
 
 C ABI (CPU): `int ENTRY(const T0* in0, ..., T* out0, ..., int64_t sym0, ...)` with the
 arguments in `args` order, then one int64 per symbol in `symbols` order. It returns 0, or
@@ -50,6 +51,36 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
+from typing import Any
+
+from tunehub.schemas.signature import TaskSignature
+
+
+def interface(signature: TaskSignature | Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The `args` and `symbols` of a workload's kernels, from its own signature: inputs then
+    outputs, each with its declared shape and dtype. A kernel's bytes may serve several
+    workloads (signatures that differ only in unit axes can compile to the same code), so
+    whoever hands out a kernel for a workload takes its interface from here, never from the
+    metadata stored with the first workload that produced those bytes."""
+    if not isinstance(signature, TaskSignature):
+        signature = TaskSignature.model_validate(signature)
+    computes = {c.name: c for c in signature.computes}
+    args = [
+        {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "role": "input"}
+        for t in signature.inputs
+    ]
+    for name in signature.outputs:
+        c = computes[name]
+        args.append({"name": name, "shape": list(c.shape), "dtype": c.dtype, "role": "output"})
+    return {"args": args, "symbols": list(signature.symbols)}
+
+
+def for_workload(
+    meta: Mapping[str, Any], signature: TaskSignature | Mapping[str, Any]
+) -> dict[str, Any]:
+    """An artifact's stored metadata (`meta`: language, entry, launch) as the kernel of the
+    workload whose signature this is: its arguments and symbols are the workload's."""
+    return {**meta, **interface(signature)}
 
 
 def eval_extent(expr: str, symbols: Mapping[str, int]) -> int:

@@ -91,3 +91,22 @@ def row_matmul(name: str, *, k: int, n: int, max_m: int) -> dict[str, Any]:
         ],
         "outputs": ["C"],
     }
+
+
+# Three shapes of one 64-vector that differ only in unit axes: the position ids and the two
+# causal-mask index vectors of GPT-2 (`[1, 64]`, `[1, 1, 64, 1]`, `[1, 1, 1, 64]`).
+UNIT_AXES_SHAPES = ([1, 64], [1, 1, 64, 1], [1, 1, 1, 64])
+
+
+def unit_axes_trio(name: str = "index_vector") -> list[dict[str, Any]]:
+    """One signature per shape of UNIT_AXES_SHAPES, `y = x + 1` for a 64-vector x, each a
+    workload of its own: at their naive configs all three compile to the same bytes."""
+    trio = []
+    for shape in UNIT_AXES_SHAPES:
+        axes = [f"a{n}" for n in range(len(shape))]
+        along = axes[shape.index(64)]
+        compute = {"name": "y", "axes": axes, "shape": shape, "dtype": "float32",
+                   "expr": f"x[{along}] + 1.0"}  # fmt: skip
+        trio.append({"version": 1, "name": name, "computes": [compute], "outputs": ["y"],
+                     "inputs": [{"name": "x", "shape": [64], "dtype": "float32"}]})  # fmt: skip
+    return trio

@@ -322,7 +322,7 @@ def _download_dispatch(
         for entry in table.entries:
             if entry.record.artifact_sha256 is None:
                 raise InternalError(f"record {entry.record.id} has no artifact")
-            artifact = client.artifact(entry.record.artifact_sha256)
+            artifact = client.artifact(entry.record.artifact_sha256, workload=table.workload_key)
             metadata = kernel_metadata(artifact.meta, artifact.sha256, entry.record)
             kernels.append((artifact.data, None, metadata))
     save_dispatch(out_dir, table, kernels)

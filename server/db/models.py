@@ -198,6 +198,8 @@ class Record(Base):
         Index("ix_records_config", "workload_key", "target", "symbols_key", "config_key"),
         # `/metrics` counts records by status: an index-only scan of this, not of the table.
         Index("ix_records_status", "status"),
+        # The workloads an artifact is the kernel of (`server.kernels`).
+        Index("ix_records_artifact", "artifact_sha256"),
     )
 
     @property

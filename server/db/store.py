@@ -418,6 +418,18 @@ def get_artifact(s: Session, sha256: str) -> Artifact | None:
     return s.get(Artifact, sha256)
 
 
+def artifact_workloads(s: Session, sha256: str, *, limit: int) -> list[str]:
+    """The keys of the workloads (at most `limit`) whose records have artifact `sha256`."""
+    query = select(Record.workload_key).where(Record.artifact_sha256 == sha256).distinct()
+    return list(s.scalars(query.order_by(Record.workload_key).limit(limit)))
+
+
+def workload_has_artifact(s: Session, key: str, sha256: str) -> bool:
+    """Whether a record of workload `key` has artifact `sha256`."""
+    query = select(Record.id).where(Record.workload_key == key, Record.artifact_sha256 == sha256)
+    return s.scalars(query.limit(1)).first() is not None
+
+
 # Records
 
 

@@ -45,8 +45,17 @@ def _schema_diff(engine: Engine, metadata: MetaData) -> list[Any]:
         return list(compare_metadata(MigrationContext.configure(connection), metadata))
 
 
-# What revision 0006 adds; the tests of older revisions expect it missing.
-_ADDED_BY_0006 = {"device", "driver", "toolkit", "ix_records_device", "time_limit_s", "stop_reason"}
+# What revisions 0006 and 0007 add; the tests of older revisions expect it missing.
+_ADDED_BY_0007 = {"ix_records_artifact"}
+_ADDED_BY_0006 = {
+    "device",
+    "driver",
+    "toolkit",
+    "ix_records_device",
+    "time_limit_s",
+    "stop_reason",
+    *_ADDED_BY_0007,
+}
 
 
 def _current_revision(engine: Engine) -> str | None:
@@ -274,7 +283,7 @@ def test_record_devices_carry_old_records_over_up_and_down(database_url: str) ->
         with engine.connect() as connection:
             before = connection.execute(text(_TUNING_0002)).all()
         migrate(database_url, "0006")
-        assert _schema_diff(engine, Base.metadata) == []
+        assert _missing(engine) == _ADDED_BY_0007
         with engine.connect() as connection:
             devices = connection.execute(text("SELECT device, driver, toolkit FROM records"))
             assert [tuple(row) for row in devices] == [("unknown", None, None)]
@@ -290,6 +299,25 @@ def test_record_devices_carry_old_records_over_up_and_down(database_url: str) ->
             assert connection.execute(text(_TUNING_0002)).all() == before
             columns = {c["name"] for c in inspect(connection).get_columns("records")}
             assert "device" not in columns
+    finally:
+        engine.dispose()
+
+
+def test_records_artifact_index_up_and_down(database_url: str) -> None:
+    """0007 adds `ix_records_artifact` (the workloads of an artifact) to a table with rows;
+    undoing it drops only that index."""
+    migrate(database_url, "0006")
+    engine = make_engine(database_url)
+    try:
+        _insert_rows_0002(engine, {})
+        before = _record_indexes(engine)
+        migrate(database_url, "0007")
+        assert _record_indexes(engine) == before | {"ix_records_artifact"}
+        assert _schema_diff(engine, Base.metadata) == []
+        command.downgrade(alembic_config(database_url), "0006")
+        assert _record_indexes(engine) == before
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM records")).scalar() == 1
     finally:
         engine.dispose()
 

@@ -128,3 +128,38 @@ def test_a_kernel_slower_than_eager_is_not_used(tuned: tuple[Small, Path], tmp_p
     assert not linear.tuned and linear.reason == "its kernel is not 1e+06x as fast as eager"
     assert linear.eager_s is not None and linear.kernel_s is not None
     assert fast.calls == []
+
+
+class Trio(nn.Module):
+    """Three tasks that compile to the same bytes: one computation, viewed in three shapes
+    that differ only in unit axes (as GPT-2's position ids and causal-mask index vectors)."""
+
+    def forward(self, x: Any, y: Any, z: Any) -> Any:
+        return (x + 1).view(1, 64), (y + 1).view(1, 1, 64, 1), (z + 1).view(1, 1, 1, 64)
+
+
+def test_tasks_that_share_one_kernel_each_return_their_own_shapes(tmp_path: Path) -> None:
+    """The kernel's bytes are one artifact for three workloads; each task's call returns its
+    workload's shape (and eager's values), not the shape of the workload stored first."""
+    from tunehub.server.db import store
+    from tunehub.server.db.session import make_engine, session_factory, session_scope
+
+    model = Trio().eval()
+    inputs = tuple(torch.randn(64) for _ in range(3))
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(torch_export.export(model, inputs).model_dump_json())
+    database = tmp_path / "tunehub.db"
+    # One trial a task: each its naive config, where the three compile to the same code.
+    done = run_tunehub("tune", tasks, "--db", f"sqlite:///{database}", "--trials", "3")
+    assert done.returncode == 0, done.stderr
+    with session_scope(session_factory(make_engine(f"sqlite:///{database}"))) as s:
+        artifacts = {r.artifact_sha256 for r in store.list_records(s, limit=10)}
+    assert len(artifacts) == 1, "the three tasks no longer share their kernel's bytes"
+
+    fast = optimize(model, inputs, database, directory=tmp_path / "kernels", min_speedup=0)
+    assert [t.tuned for t in fast.report.tasks] == [True, True, True], str(fast.report)
+    with torch.no_grad():
+        got, want = fast(*inputs), model(*inputs)
+    assert [tuple(t.shape) for t in got] == [(1, 64), (1, 1, 64, 1), (1, 1, 1, 64)]
+    torch.testing.assert_close(got, want)
+    assert [call.stats["kernel"] for call in fast.calls] == [1, 1, 1]

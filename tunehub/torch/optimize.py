@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -286,18 +287,17 @@ def _mismatch(
             extent = max(extent, int(np.prod(terms)))
     for want, have, name in zip(expected, got, found.signature.outputs, strict=True):
         dtype = str(want.dtype).removeprefix("torch.")
-        result = compare(
-            _numpy(want), _numpy(have.reshape(want.shape)), dtype, reduce_extent=extent
-        )
+        result = compare(_numpy(want), _numpy(have), dtype, reduce_extent=extent)
         if not result.ok:
             return f"{name}: {result.message}"
     return None
 
 
 def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """`tensor` on the host as numpy, in its own dtype (bfloat16 through ml_dtypes)."""
     tensor = tensor.detach().cpu()
     if tensor.dtype == torch.bfloat16:
-        tensor = tensor.float()
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return tensor.numpy()
 
 

@@ -61,7 +61,7 @@ class KernelSource:
                     sha = entry.record.artifact_sha256
                     if sha is None:
                         raise NoKernel(f"record {entry.record.id} has no artifact")
-                    artifact = hub.artifact(sha)
+                    artifact = hub.artifact(sha, workload=key)
                     files.append((artifact.data, None, kernel_metadata(artifact.meta, sha, None)))
         except NotFoundError as exc:
             raise NoKernel(f"no verified kernel in {self.source}: {exc.detail}") from None
@@ -79,18 +79,21 @@ class KernelSource:
             table = store.dispatch_table(s, key, Target.parse(self.target))
             if table is None:
                 raise NoKernel(f"no verified kernel in the database for {self.target}")
-            files = [_stored(s, entry.record.artifact_sha256) for entry in table.entries]
+            files = [_stored(s, key, entry.record.artifact_sha256) for entry in table.entries]
         return table, files
 
 
-def _stored(s: Any, sha: str | None) -> KernelFiles:
+def _stored(s: Any, key: str, sha: str | None) -> KernelFiles:
+    """The files of artifact `sha` as workload `key`'s kernel (`server.kernels`)."""
     from tunehub.client.sdk import kernel_metadata
     from tunehub.server.db import store
+    from tunehub.server.kernels import kernel_meta
 
     artifact = store.get_artifact(s, sha) if sha else None
     if artifact is None:
         raise NoKernel(f"artifact {sha} is missing from the database")
-    return artifact.data, artifact.source, kernel_metadata(artifact.meta, artifact.sha256, None)
+    meta = kernel_meta(s, artifact, key)
+    return artifact.data, artifact.source, kernel_metadata(meta, artifact.sha256, None)
 
 
 def _database_url(source: str) -> str:

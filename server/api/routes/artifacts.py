@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from tunehub.server.api.auth import ReadAccess
-from tunehub.server.api.deps import ArtifactDep
+from tunehub.server.api.deps import ArtifactDep, SessionDep, WorkloadKeyQuery
+from tunehub.server.kernels import kernel_meta
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"], dependencies=[ReadAccess])
 
@@ -40,6 +41,10 @@ def artifact(artifact: ArtifactDep) -> Response:
 
 
 @router.get("/{sha256}/meta")
-def artifact_meta(artifact: ArtifactDep) -> dict[str, Any]:
-    """The kernel's `metadata.json`: entry point, launch parameters, arguments."""
-    return artifact.meta
+def artifact_meta(
+    artifact: ArtifactDep, s: SessionDep, workload: WorkloadKeyQuery = None
+) -> dict[str, Any]:
+    """The kernel's `metadata.json`: entry point, launch parameters, and the arguments of
+    `workload` (whose records must have this artifact). Without `workload`, 409 where the
+    artifact is the kernel of workloads whose argument shapes differ."""
+    return kernel_meta(s, artifact, workload)
