@@ -19,18 +19,29 @@ class Unsupported(Exception):
     """An op that cannot be written as computes; the message is why, on one line."""
 
 
+# A view's indexing: the indices of the tensor it views, at a point of the view.
+Indexing = Callable[[Sequence[str]], Sequence[str]]
+
+
 @dataclass(frozen=True)
 class Operand:
     """An op's input as the signature reads it: its name there, shape and dtype; or a scalar
-    whose value is written into the expression (`literal`)."""
+    whose value is written into the expression (`literal`). An operand that is a view of a
+    tensor (a reshape, a transpose, a slice, ...) has the view's shape and reads the tensor it
+    views, `name`, through `indexing`: a view is read through, never copied."""
 
     name: str
     shape: tuple[Extent, ...]
     dtype: str
     literal: str | None = None
+    indexing: Indexing | None = None
 
     def at(self, indices: Sequence[str]) -> str:
-        return self.literal if self.literal is not None else f"{self.name}[{', '.join(indices)}]"
+        if self.literal is not None:
+            return self.literal
+        if self.indexing is not None:
+            indices = self.indexing(indices)
+        return f"{self.name}[{', '.join(indices)}]"
 
     def read(self, axes: Sequence[str], shape: Sequence[Extent]) -> str:
         """This operand at the point `axes` of an output of `shape`, broadcast as numpy does."""

@@ -1,11 +1,23 @@
 """Group a graph's ops into kernels as a fusing compiler would, and write each group as a
 task signature whose computes are its ops' computes, in order.
 
+Two kinds of op are no kernel of their own:
+
+- a **view** (a reshape, transpose, broadcast, copy or slice: `ops.VIEW`) is read through:
+  every op that reads it reads its input at the view's indexing, so chains of views cost
+  nothing and a group's inputs are the tensors its views view. A view the model returns, or
+  an op left out reads, stays a view of what its group writes (a runtime keeps it a view);
+- a **constant**, a value computed from weights, literals and shapes alone (a causal mask,
+  position ids, RoPE's tables), is *folded*: computed once when the model is loaded, then
+  read by the kernels as an input, like a weight. The exception is what a contraction takes
+  as its prologue (an int4 weight's unpacking and dequantization): reading the packed
+  weight, not a decoded copy, is the point of that kernel.
+
 The groups follow the usual rules (TVM's FuseOps, XLA's fusion, Inductor's), in this order:
 
 1. a contraction (matmul, gemm, linear, conv2d, MatMulNBits) takes its prologue, the casts
-   of its inputs and whatever is computed from weights alone (an int4 weight's unpacking and
-   dequantization), and its elementwise epilogue (bias, activation, residual add, cast);
+   of its inputs and whatever is computed from weights alone, and its elementwise epilogue
+   (bias, activation, residual add, cast);
 2. a row op (softmax, layer norm, rms norm, a reduction) takes the elementwise ops before
    it and after it, and further reductions over the same rows, so that a norm written as
    pow/mean/add/sqrt/div/mul, or a layer norm written as two means, is one kernel;
@@ -20,16 +32,17 @@ arithmetic as written: normalizing forms is the compiler's work, not the fronten
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from tunehub.frontends.computes import Call, Operand, Unsupported
+from tunehub.frontends.computes import Call, Indexing, Operand, Unsupported
 from tunehub.frontends.computes import number as literal_text
 from tunehub.frontends.errors import reason
 from tunehub.frontends.graph import Graph, Op
 from tunehub.frontends.names import Names, identifier
-from tunehub.frontends.ops import CONTRACTION, INJECTIVE, KINDS, ROW
+from tunehub.frontends.ops import CONTRACTION, INJECTIVE, KINDS, ROW, VIEW
 from tunehub.frontends.taskset import (
     Binding,
     Found,
@@ -43,20 +56,42 @@ from tunehub.schemas.signature import ComputeDecl, TaskSignature, TensorDecl
 
 MAX_INPUTS, MAX_COMPUTES, MAX_OUTPUTS = 32, 32, 8
 _SINK = -1  # the post-dominator of an op whose value leaves the mapped ops
+# Why an op is no kernel of its own (`Extraction.no_kernel`).
+A_VIEW = "a view: the kernels that read it read its input"
+FOLDED = "computed once from constants and shapes, when the model is loaded"
 
 
-def extract(graph: Graph) -> tuple[list[Found], list[Skipped]]:
-    """The graph's tasks, one per group, and its ops left out (those already skipped and
-    those no kind could write as computes)."""
+@dataclass(frozen=True)
+class Extraction:
+    """What a graph's ops become: tasks (`found`, one per group), ops left out (`skipped`),
+    ops that need no kernel of their own (`no_kernel`: views and folded constants, with the
+    reason), and the values `folded` (computed once from constants and shapes), which a
+    runtime computes when it loads the model."""
+
+    found: list[Found]
+    skipped: list[Skipped]
+    no_kernel: list[Skipped]
+    folded: set[str]
+
+
+def extract(graph: Graph) -> Extraction:
+    """The graph's tasks, one per group, its ops left out (those already skipped and those no
+    kind could write as computes) and the ops that need no kernel."""
     at = flops_at(graph.symbols)
     skipped = list(graph.skipped)
+    no_kernel = list(graph.folded)
+    views = _Views(graph)
     read_outside = {*graph.outputs, *graph.skipped_reads}  # values a kernel must write
     mappable: list[Op] = []
     flops: dict[str, int] = {}
     counts: dict[str, int] = {}
     for op in graph.ops:
         try:
-            computes = _emit(graph, op, Names(), {})
+            if KINDS[op.kind].fusion == VIEW:
+                views.add(op)
+                no_kernel.append(Skipped(op.name, op.op_type, A_VIEW, 0))
+                continue
+            computes = _emit(graph, views, op, Names(), {})
         except (Unsupported, ValidationError) as exc:
             elems = elements(graph.values[op.output].shape, at)
             skipped.append(Skipped(op.name, op.op_type, reason(exc), elems))
@@ -64,20 +99,93 @@ def extract(graph: Graph) -> tuple[list[Found], list[Skipped]]:
             continue
         flops[op.name], counts[op.name] = signature_flops(computes, at), len(computes)
         mappable.append(op)
+    constant = _constants(graph, [*mappable, *views.ops.values()])
+    fused = _Fusion(graph, mappable, counts, read_outside, views, constant)
     found = []
-    fused = _Fusion(graph, mappable, counts, read_outside)
     for group in fused.groups():
         sources = [Source(op.name, op.op_type, flops[op.name]) for op in group]
         outputs = fused.outputs(group)
         try:
-            signature, inputs = _signature(graph, group, outputs)
+            signature, inputs = _signature(graph, views, group, outputs)
         except (Unsupported, ValidationError) as exc:
             why = f"its group cannot be written as a signature: {reason(exc)}"
             skipped += [Skipped(s.name, s.op_type, why, s.flops) for s in sources]
             continue
         computed = tuple(op.output for op in group)
-        found.append(Found(signature, sources, binding=Binding(inputs, tuple(outputs), computed)))
-    return found, skipped
+        read = views.read_through(v for op in group for v in op.inputs if v is not None)
+        binding = Binding(inputs, tuple(outputs), computed, read)
+        found.append(Found(signature, sources, binding=binding))
+    folded = fused.folded()
+    no_kernel += [Skipped(op.name, op.op_type, FOLDED, flops[op.name]) for op in folded]
+    values = {op.output for op in folded} | {f.name for f in graph.folded}
+    return Extraction(found, skipped, no_kernel, values)
+
+
+def _constants(graph: Graph, ops: Sequence[Op]) -> set[str]:
+    """The values computed from weights, literals and shapes alone (the frontend's constant
+    values, and what `ops`, in graph order, compute from them)."""
+    constant = {name for name, value in graph.values.items() if value.constant}
+    mapped = {op.output for op in ops}
+    for op in graph.ops:
+        if op.output in mapped and all(v is None or v in constant for v in op.inputs):
+            constant.add(op.output)
+    return constant
+
+
+class _Views:
+    """The graph's views: what each views, through which indexing."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.ops: dict[str, Op] = {}
+        self._indexing: dict[str, Indexing] = {}
+
+    def add(self, op: Op) -> None:
+        """Take `op` (a view kind's), its indexing made now: Unsupported if it has none."""
+        source = op.inputs[0]
+        if source is None:
+            raise Unsupported("a view of nothing")
+        shapes = self.graph.values[source].shape, self.graph.values[op.output].shape
+        view = KINDS[op.kind].view
+        assert view is not None  # a view kind's
+        self._indexing[op.output] = view(*shapes, op.attrs)
+        self.ops[op.output] = op
+
+    def root(self, value: str) -> str:
+        """The value a chain of views from `value` views (`value` itself if it is no view)."""
+        while value in self.ops:
+            value = self._source(value)
+        return value
+
+    def resolve(self, value: str) -> tuple[str, Indexing | None]:
+        """The value `value` views, and the indexing `value` reads it through (None: none)."""
+        chain = []
+        while value in self.ops:
+            chain.append(self._indexing[value])
+            value = self._source(value)
+        if not chain:
+            return value, None
+
+        def indexing(point: Sequence[str]) -> Sequence[str]:
+            for step in chain:
+                point = step(point)
+            return point
+
+        return value, indexing
+
+    def read_through(self, values: Iterable[str]) -> tuple[str, ...]:
+        """The views on the way from `values` to what they view, each once, in graph order."""
+        found: set[str] = set()
+        for value in values:
+            while value in self.ops and value not in found:
+                found.add(value)
+                value = self._source(value)
+        return tuple(v for v in self.ops if v in found)
+
+    def _source(self, value: str) -> str:
+        source = self.ops[value].inputs[0]
+        assert source is not None  # checked in `add`
+        return source
 
 
 @dataclass
@@ -85,17 +193,20 @@ class _Fusion:
     """The grouping of one graph's mappable ops (in topological order)."""
 
     graph: Graph
-    ops: list[Op]
+    ops: list[Op]  # no views: an op reads what a view views (`_reads`)
     computes: dict[str, int]  # per op (by name): how many computes it writes
     read_outside: set[str]  # values the model returns or an op left out reads
+    views: _Views
+    constant: set[str]  # values computed from weights, literals and shapes alone
     group_of: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.read_outside = {self.views.root(v) for v in self.read_outside}
         self.position = {op.name: n for n, op in enumerate(self.ops)}
         self.producer = {op.output: n for n, op in enumerate(self.ops)}
         self.consumers: dict[str, list[int]] = {}
-        for n, op in enumerate(self.ops):
-            for value in dict.fromkeys(v for v in op.inputs if v is not None):
+        for n in range(len(self.ops)):
+            for value in self._reads(n):
                 self.consumers.setdefault(value, []).append(n)
         # Ancestors and descendants of each op as bit sets, for the convexity test.
         self.ancestors = [0] * len(self.ops)
@@ -116,23 +227,24 @@ class _Fusion:
             for user in users[1:]:
                 meet = self._meet(meet, user)
             self.post[n], self.depth[n] = meet, self.depth[meet] + 1
-        # Values computed from weights alone: a contraction's prologue may take them.
-        self.from_weights = {name for name, v in self.graph.values.items() if v.constant}
-        for op in self.ops:
-            inputs = [v for v in op.inputs if v is not None]
-            if self._fusion(op) == INJECTIVE and all(v in self.from_weights for v in inputs):
-                self.from_weights.add(op.output)
 
     def groups(self) -> list[list[Op]]:
         """Contractions first, then row ops, then elementwise chains, each seeding a group
-        that grows as far as the rules allow; every group in topological order."""
+        that grows as far as the rules allow; every group in topological order. A constant
+        seeds none: it is folded (`folded`), or a contraction's prologue."""
         groups: list[list[Op]] = []
         for fusion in (CONTRACTION, ROW, INJECTIVE):
             for seed, op in enumerate(self.ops):
-                if seed not in self.group_of and self._fusion(op) == fusion:
+                if seed in self.group_of or op.output in self.constant:
+                    continue
+                if self._fusion(op) == fusion:
                     members = self._grow(seed, len(groups))
                     groups.append([self.ops[n] for n in sorted(members)])
         return sorted(groups, key=lambda group: self.position[group[0].name])
+
+    def folded(self) -> list[Op]:
+        """The constant ops no group took (`groups` first): computed once, not kernels."""
+        return [op for n, op in enumerate(self.ops) if n not in self.group_of]
 
     def outputs(self, group: list[Op]) -> list[str]:
         """The values `group` computes that the model, an op left out or another group reads
@@ -165,8 +277,13 @@ class _Fusion:
             return False
         if not users or any(u not in members for u in users):
             return False
-        weights = op.kind == "cast" or op.output in self.from_weights
-        if self._fusion(anchor) == CONTRACTION and not weights:
+        contraction = self._fusion(anchor) == CONTRACTION
+        # A constant is folded (the group reads it), but for what a contraction's product
+        # reads (its weights' unpacking): an ancestor of the contraction itself.
+        weights = self.ancestors[self.producer[anchor.output]] >> n & 1
+        if op.output in self.constant and not (contraction and weights):
+            return False
+        if contraction and not (op.kind == "cast" or op.output in self.constant):
             return False
         return self._convex(members | {n}) and self._fits(members | {n})
 
@@ -208,9 +325,9 @@ class _Fusion:
         produced = {op.output for op in group}
         inputs = {
             v
-            for op in group
-            for v in op.inputs
-            if v is not None and v not in produced and self.graph.values[v].literal is None
+            for m in members
+            for v in self._reads(m)
+            if v not in produced and self.graph.values[v].literal is None
         }
         return (
             len(inputs) <= MAX_INPUTS
@@ -225,8 +342,12 @@ class _Fusion:
     def _outside(self, value: str) -> bool:
         return value in self.read_outside
 
+    def _reads(self, n: int) -> list[str]:
+        """The values op `n` reads, each once: what its inputs are, or what they view."""
+        return list(dict.fromkeys(self.views.root(v) for v in self.ops[n].inputs if v))
+
     def _producers(self, n: int) -> list[int]:
-        return [self.producer[v] for v in self.ops[n].inputs if v in self.producer]
+        return [self.producer[v] for v in self._reads(n) if v in self.producer]
 
     def _users(self, n: int) -> list[int]:
         return self.consumers.get(self.ops[n].output, [])
@@ -253,20 +374,24 @@ def _bits(mask: int) -> list[int]:
     return found
 
 
-def _emit(graph: Graph, op: Op, names: Names, known: dict[str, str]) -> list[ComputeDecl]:
+def _emit(
+    graph: Graph, views: _Views, op: Op, names: Names, known: dict[str, str]
+) -> list[ComputeDecl]:
     """The computes of `op`, its operands read under their names in `known` (a value not
-    there is named now: a dry run needs no group)."""
+    there is named now: a dry run needs no group), a view's through its indexing."""
 
     def operand(value: str | None) -> Operand | None:
         if value is None:
             return None
         v = graph.values[value]
-        text = None if v.literal is None else literal_text(v.literal)
+        root, indexing = views.resolve(value)
+        literal = graph.values[root].literal
+        text = None if literal is None else literal_text(literal)
         if text is not None:
             return Operand("", v.shape, v.dtype, text)
-        if value not in known:
-            known[value] = names.take(value)
-        return Operand(known[value], v.shape, v.dtype)
+        if root not in known:
+            known[root] = names.take(root)
+        return Operand(known[root], v.shape, v.dtype, indexing=indexing)
 
     def temp(suffix: str) -> str:
         return names.take(f"{op.output}_{suffix}")
@@ -279,11 +404,13 @@ def _emit(graph: Graph, op: Op, names: Names, known: dict[str, str]) -> list[Com
         attrs=op.attrs,
         temp=temp,
     )
-    return KINDS[op.kind].emit(call)
+    emit = KINDS[op.kind].emit
+    assert emit is not None  # views are read through, never emitted
+    return emit(call)
 
 
 def _signature(
-    graph: Graph, group: list[Op], outputs: list[str]
+    graph: Graph, views: _Views, group: list[Op], outputs: list[str]
 ) -> tuple[TaskSignature, tuple[str, ...]]:
     """The signature of one group (its inputs in the order first read, its ops' computes in
     order, the symbols its shapes use) and the values its inputs are."""
@@ -295,8 +422,9 @@ def _signature(
     inputs: list[TensorDecl] = []
     for op in group:
         for value in op.inputs:
-            v = None if value is None else graph.values[value]
-            if v is None or value in produced or value in known:
+            root = None if value is None else views.root(value)
+            v = None if root is None else graph.values[root]
+            if v is None or root in produced or root in known:
                 continue
             if v.literal is not None and literal_text(v.literal) is not None:
                 continue
@@ -304,7 +432,7 @@ def _signature(
             decl = {"name": known[v.name], "shape": list(v.shape), "dtype": v.dtype}
             inputs.append(TensorDecl.model_validate(decl))
     read = tuple(known)
-    computes = [decl for op in group for decl in _emit(graph, op, names, known)]
+    computes = [decl for op in group for decl in _emit(graph, views, op, names, known)]
     extents = [e for decl in inputs for e in decl.shape]
     extents += [e for decl in computes for e in decl.shape]
     extents += [e for decl in computes if decl.reduce for e in decl.reduce.axes.values()]

@@ -54,7 +54,9 @@ class Op:
 class Graph:
     """A model as the frontends read it: `ops` in an order where each op's inputs are
     computed before it, `outputs` the values the model returns, `skipped` the ops left out
-    and `skipped_reads` the values they read (which a kernel must write all the same)."""
+    and `skipped_reads` the values they read (which a kernel must write all the same), and
+    `folded` the ops whose values depend on constants and shapes alone, which a frontend
+    writes no op for: their values are constants, computed once when the model is loaded."""
 
     symbols: dict[str, SymbolDecl]
     values: dict[str, Value]
@@ -62,3 +64,4 @@ class Graph:
     outputs: list[str]
     skipped: list[Skipped] = field(default_factory=list)
     skipped_reads: set[str] = field(default_factory=set)
+    folded: list[Skipped] = field(default_factory=list)

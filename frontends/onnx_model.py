@@ -104,8 +104,10 @@ def read(path: Path, ranges: Mapping[str, SymbolDecl] | None = None) -> TaskSet:
     except OSError as exc:
         raise ModelError(f"cannot read {path}: {exc.strerror or exc}") from exc
     graph = _Reader(model, ranges or {}).graph()
-    found, skipped = fusion.extract(graph)
-    return taskset.build(f"onnx:{path.name}", graph.symbols, found, skipped)
+    found = fusion.extract(graph)
+    return taskset.build(
+        f"onnx:{path.name}", graph.symbols, found.found, found.skipped, found.no_kernel
+    )
 
 
 class _Reader:

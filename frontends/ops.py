@@ -8,21 +8,29 @@ kind and its parameters. The classes:
 - contraction: matmul, gemm, linear, conv2d, matmul_nbits (int4 weight-only);
 - row: softmax (log_softmax with `log`), layer_norm, rms_norm, reduce (a reduction over
   `axes`);
-- injective: elementwise ops, casts, dequantize, transposes, reshapes and broadcasts, whose
-  computes are written here; the others' are in `reductions`.
+- injective: elementwise ops, casts and dequantize, whose computes are written here; the
+  others' are in `reductions`;
+- view: reshapes (view, squeeze, unsqueeze, flatten), transposes and permutes, broadcasts
+  (torch's expand), copies (clone, contiguous, identity, inference dropout) and slices. A view
+  computes nothing: its kind gives its *indexing* (which element of its input each of its
+  elements is), and every op that reads a view reads its input through it (`fusion`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tunehub.frontends import reductions
 from tunehub.frontends.computes import (
     Call,
+    Indexing,
     Operand,
     Unsupported,
     axes,
+    broadcast,
     cast,
     compute,
     is_float,
@@ -30,20 +38,26 @@ from tunehub.frontends.computes import (
 )
 from tunehub.schemas.signature import ComputeDecl, Extent
 
-CONTRACTION, ROW, INJECTIVE = "contraction", "row", "injective"
+CONTRACTION, ROW, INJECTIVE, VIEW = "contraction", "row", "injective", "view"
+
+# A view's indexing from its input's shape, its output's shape and its parameters.
+ViewOf = Callable[[Sequence[Extent], Sequence[Extent], Mapping[str, Any]], Indexing]
 
 
 @dataclass(frozen=True)
 class Kind:
+    """An op kind: its fusion class and how it is written, as computes (`emit`) or, for a
+    view, as the indexing its readers read its input through (`view`)."""
+
     fusion: str
-    emit: Callable[[Call], list[ComputeDecl]]
+    emit: Callable[[Call], list[ComputeDecl]] | None = None
+    view: ViewOf | None = None
 
 
 # Elementwise ops: templates over the operands `a`, `b`, `c` (each read with broadcasting)
 # and the op's numeric attributes.
 
 _ELEMENTWISE = {
-    "identity": "{a}",  # a copy, or a broadcast to a larger shape (torch's expand)
     "relu": "max({a}, 0)",
     "sigmoid": "sigmoid({a})",
     "tanh": "tanh({a})",
@@ -132,36 +146,83 @@ def _scaled(operator: str) -> Callable[[Call], list[ComputeDecl]]:
     return emit
 
 
-def _transpose(call: Call) -> list[ComputeDecl]:
-    """`out[i0, i1, ...] = x[...]` with output dimension d read from input dimension
-    `perm[d]`."""
-    x, out, perm = call.operand(0), call.out, call.attrs["perm"]
-    point = axes(len(out.shape))
-    indices = [""] * len(perm)
-    for d, source in enumerate(perm):
-        indices[source] = point[d]
-    return [compute(out.name, out.shape, out.dtype, x.at(indices))]
+_ATOM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 
 
-def _reshape(call: Call) -> list[ComputeDecl]:
-    """A reshape, squeeze, unsqueeze, flatten or view: the output reads the input at the same
-    row-major position, each run of dimensions with equal products mapped with `//` and `%`."""
-    x, out = call.operand(0), call.out
-    point = axes(len(out.shape))
-    indices = ["0"] * len(x.shape)
-    for ins, outs in _regroup(x.shape, out.shape):
-        flat = ""
-        for d in outs:
-            flat = f"({flat} * {out.shape[d]} + {point[d]})" if flat else point[d]
-        flat = flat or "0"
-        stride = 1
-        for position in reversed(range(len(ins))):
-            index = flat if stride == 1 else f"{flat} // {stride}"
-            if position > 0:  # `flat` is one token or parenthesized: `//` and `%` chain left
-                index = f"{index} % {x.shape[ins[position]]}"
-            indices[ins[position]] = index
-            stride *= x.shape[ins[position]]  # type: ignore[assignment]
-    return [compute(out.name, out.shape, out.dtype, x.at(indices))]
+def _term(index: str) -> str:
+    """An index expression as an operand of another (views compose: a point's indices may
+    be expressions of an earlier view's)."""
+    return index if _ATOM.fullmatch(index) else f"({index})"
+
+
+def _broadcasting(
+    source: Sequence[Extent], out: Sequence[Extent], attrs: Mapping[str, Any]
+) -> Indexing:
+    """A copy, or a broadcast to a larger shape (torch's expand), as numpy broadcasts."""
+    broadcast(source, axes(len(out)), out)  # Unsupported now, not when first read
+    return lambda point: broadcast(source, point, out)
+
+
+def _transposing(
+    source: Sequence[Extent], out: Sequence[Extent], attrs: Mapping[str, Any]
+) -> Indexing:
+    """Output dimension d is input dimension `perm[d]`."""
+    perm = attrs["perm"]
+
+    def indexing(point: Sequence[str]) -> list[str]:
+        indices = [""] * len(perm)
+        for d, source_dim in enumerate(perm):
+            indices[source_dim] = point[d]
+        return indices
+
+    return indexing
+
+
+def _reshaping(
+    source: Sequence[Extent], out: Sequence[Extent], attrs: Mapping[str, Any]
+) -> Indexing:
+    """A reshape, squeeze, unsqueeze, flatten or view: the same row-major position, each run
+    of dimensions with equal products mapped with `//` and `%`."""
+    groups = _regroup(source, out)
+
+    def indexing(point: Sequence[str]) -> list[str]:
+        indices = ["0"] * len(source)
+        for ins, outs in groups:
+            flat = ""
+            for d in outs:
+                flat = f"({flat} * {out[d]} + {_term(point[d])})" if flat else _term(point[d])
+            flat = flat or "0"
+            stride = 1
+            for position in reversed(range(len(ins))):
+                index = flat if stride == 1 else f"{flat} // {stride}"
+                if position > 0:  # `flat` is one token or parenthesized: `//` and `%` chain left
+                    index = f"{index} % {source[ins[position]]}"
+                indices[ins[position]] = index
+                stride *= source[ins[position]]  # type: ignore[assignment]
+        return indices
+
+    return indexing
+
+
+def _slicing(source: Sequence[Extent], out: Sequence[Extent], attrs: Mapping[str, Any]) -> Indexing:
+    """Every `step`-th element of dimension `axis` from `start` on (the output's shape says
+    how many)."""
+    axis, start, step = attrs["axis"], attrs.get("start", 0), attrs.get("step", 1)
+
+    def indexing(point: Sequence[str]) -> list[str]:
+        index = point[axis] if step == 1 else f"{_term(point[axis])} * {step}"
+        index = index if start == 0 else f"{start} + {_term(index)}"
+        return [*point[:axis], index, *point[axis + 1 :]]
+
+    return indexing
+
+
+def _selecting(
+    source: Sequence[Extent], out: Sequence[Extent], attrs: Mapping[str, Any]
+) -> Indexing:
+    """Element `index` of dimension `axis`, which the output drops."""
+    axis, index = attrs["axis"], attrs["index"]
+    return lambda point: [*point[:axis], str(index), *point[axis:]]
 
 
 def _regroup(
@@ -230,8 +291,11 @@ KINDS: dict[str, Kind] = {
     "sub": Kind(INJECTIVE, _scaled("-")),
     "div": Kind(INJECTIVE, _div),
     "cast": Kind(INJECTIVE, _cast),
-    "transpose": Kind(INJECTIVE, _transpose),
-    "reshape": Kind(INJECTIVE, _reshape),
+    "identity": Kind(VIEW, view=_broadcasting),
+    "transpose": Kind(VIEW, view=_transposing),
+    "reshape": Kind(VIEW, view=_reshaping),
+    "slice": Kind(VIEW, view=_slicing),
+    "select": Kind(VIEW, view=_selecting),
     "dequantize": Kind(INJECTIVE, _dequantize),
     "matmul": Kind(CONTRACTION, reductions.matmul),
     "gemm": Kind(CONTRACTION, reductions.gemm),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.errors import SignatureError
@@ -21,7 +22,7 @@ from tunehub.compiler.program import load
 from tunehub.frontends.errors import reason
 from tunehub.schemas.api import DEFAULT_SYMBOL_VALUE
 from tunehub.schemas.signature import ComputeDecl, Extent, SymbolDecl, TaskSignature
-from tunehub.schemas.taskset import Flops, LeftOut, Task, TaskSet
+from tunehub.schemas.taskset import Flops, LeftOut, NoKernel, Task, TaskSet
 
 # The range of a dynamic dimension whose model gives none (an ONNX dim_param, a TIR
 # `T.int64()`, a torch Dim without a maximum): the sequence lengths of most LLM serving.
@@ -50,12 +51,14 @@ class Skipped:
 @dataclass(frozen=True)
 class Binding:
     """Where a graph frontend's task sits in its graph: the values its signature's inputs and
-    outputs are, in signature order, and the values its ops compute (what a runtime replaces
-    with the task's kernel: `tunehub.torch`)."""
+    outputs are, in signature order, the values its ops compute, and the views its ops read
+    its inputs through (together, what a runtime replaces with the task's kernel:
+    `tunehub.torch`)."""
 
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     computed: tuple[str, ...]
+    views: tuple[str, ...] = ()
 
 
 @dataclass
@@ -81,10 +84,12 @@ def build(
     symbols: Mapping[str, SymbolDecl],
     found: Sequence[Found],
     skipped: Sequence[Skipped],
+    no_kernel: Sequence[Skipped] = (),
 ) -> TaskSet:
     """The task set of a model: `found` validated (a task that does not validate is left out,
     every op of it), identical tasks one with their weights summed, FLOPs counted (at every
-    symbol of `symbols`; the set keeps those its tasks use)."""
+    symbol of `symbols`; the set keeps those its tasks use); `no_kernel` lists the ops that
+    need none (their FLOPs are no part of a forward pass)."""
     at = flops_at(symbols)
     left = list(skipped)
     tasks: dict[str, _Collapsed] = {}
@@ -107,7 +112,7 @@ def build(
         )
         for entry in tasks.values()
     ]
-    left_out = _left_out(left)
+    left_out = [LeftOut(**entry) for entry in _by_type(left)]
     covered = sum(round(task.weight * task.flops) for task in entries)
     total = covered + sum(entry.flops or 0 for entry in left_out)
     used = {name for task in entries for name in task.signature.symbols}
@@ -116,6 +121,7 @@ def build(
         symbols={name: decl for name, decl in symbols.items() if name in used},
         tasks=entries,
         left_out=left_out,
+        no_kernel=[NoKernel(**entry) for entry in _by_type(no_kernel)],
         flops=Flops(at=at, covered=covered, total=total),
     )
 
@@ -142,7 +148,7 @@ def elements(shape: Sequence[Extent], at: Mapping[str, int]) -> int:
     return math.prod(e if isinstance(e, int) else at[e] for e in shape)
 
 
-def _left_out(skipped: Sequence[Skipped]) -> list[LeftOut]:
+def _by_type(skipped: Sequence[Skipped]) -> list[dict[str, Any]]:
     """One entry per op type and reason, in the order first seen; its FLOPs are None when
     any of its ops' are unknown."""
     grouped: dict[tuple[str, str], list[Skipped]] = {}
@@ -152,12 +158,12 @@ def _left_out(skipped: Sequence[Skipped]) -> list[LeftOut]:
     for (op_type, why), items in grouped.items():
         counts = [item.flops for item in items]
         entries.append(
-            LeftOut(
-                op=op_type,
-                reason=why,
-                count=len(items),
-                names=[item.name for item in items],
-                flops=None if None in counts else sum(c for c in counts if c is not None),
-            )
+            {
+                "op": op_type,
+                "reason": why,
+                "count": len(items),
+                "names": [item.name for item in items],
+                "flops": None if None in counts else sum(c for c in counts if c is not None),
+            }
         )
     return entries

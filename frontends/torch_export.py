@@ -11,14 +11,18 @@ ends at `taskset.SYMBOL_RANGE.max`).
 
 Shapes and dtypes come from the export's own metadata. Parameters and buffers are weights;
 Python scalars in an op's arguments are literals. Ops that compute no tensor (shape
-arithmetic, runtime asserts) have no kernel and are passed over; any other op outside the
-table below is left out with its reason.
+arithmetic, runtime asserts) have no kernel and are passed over. An op whose value depends
+on weights, literals and shapes alone (`arange`, `zeros`, an embedding of position ids) and
+that no kind maps is folded: its value is a constant, computed once when the model is loaded
+(`tunehub.torch`), unless it draws random numbers. Any other op outside the table below is
+left out with its reason.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import operator
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,16 +72,11 @@ _BINARY = {
     "ge": "greater_equal",
 }
 _RESHAPES = ("view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten", "view_as")
+_SPLITS = ("split", "split_with_sizes", "unbind", "chunk")
 _REDUCTIONS = {"mean": "mean", "sum": "sum", "amax": "max", "amin": "min", "prod": "prod"}
-# Ops that compute no tensor a kernel writes.
-_NO_KERNEL = (
-    "_assert_tensor_metadata",
-    "_assert_scalar",
-    "sym_constrain_range_for_size",
-    "sym_size",
-    "sym_numel",
-    "sym_stride",
-)
+# Ops that read a tensor's shape, and the ops that compute no tensor a kernel writes.
+_SHAPES = ("sym_size", "sym_numel", "sym_stride")
+_NO_KERNEL = ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size", *_SHAPES)
 
 
 def read(spec: str, ranges: Mapping[str, SymbolDecl] | None = None) -> TaskSet:
@@ -124,12 +123,14 @@ def export(
 class Traced:
     """A module as `export` reads it, kept for a runtime that runs its tasks (`tunehub.torch`):
     the exported program, the task set, every group before identical ones collapse (each with
-    its `binding`), and the fx node of each graph value (`nodes[value] -> node name`)."""
+    its `binding`), the fx node of each graph value (`nodes[value] -> node name`), and the
+    values to compute once (`folded`)."""
 
     program: Any  # torch.export.ExportedProgram
     taskset: TaskSet
     found: list[Found]
     nodes: dict[str, str]
+    folded: set[str]  # the values computed once from constants and shapes
 
 
 def trace(
@@ -153,9 +154,10 @@ def trace(
     names = _dim_names(module, inputs, dynamic_shapes)
     reader = _Reader(program, names, ranges or {})
     graph = reader.graph()
-    found, skipped = fusion.extract(graph)
+    found = fusion.extract(graph)
     nodes = {value: node for node, value in reader.keys.items()}
-    return Traced(program, taskset.build(source, graph.symbols, found, skipped), found, nodes)
+    tasks = taskset.build(source, graph.symbols, found.found, found.skipped, found.no_kernel)
+    return Traced(program, tasks, found.found, nodes, found.folded)
 
 
 def _dim_names(
@@ -191,6 +193,12 @@ class _Reader:
         self.ops: list[Op] = []
         self.skipped: list[tuple[str, str, str, tuple[Extent, ...] | None]] = []
         self.skipped_reads: set[str] = set()
+        self.folded: list[tuple[str, str, tuple[Extent, ...]]] = []
+        # The nodes whose values depend on weights, literals and shapes alone.
+        self.static: set[str] = set()
+        # A split's parts, by the split's node: what it splits, along which dimension, where
+        # each part starts (its `getitem`s are slices of it).
+        self.splits: dict[str, tuple[str, int, list[int]]] = {}
         self._inputs(dim_names)
 
     def _inputs(self, dim_names: dict[int, dict[int, str]]) -> None:
@@ -210,7 +218,10 @@ class _Reader:
                 key = spec.target if spec.target and spec.target not in self.values else node.name
             self.keys[node.name] = key
             shape, dtype = self._tensor(node)
-            self.values[key] = Value(key, shape, dtype, constant=spec.kind != InputKind.USER_INPUT)
+            constant = spec.kind != InputKind.USER_INPUT
+            self.values[key] = Value(key, shape, dtype, constant=constant)
+            if constant:
+                self.static.add(node.name)
 
     def graph(self) -> Graph:
         for node in self.program.graph.nodes:
@@ -225,7 +236,13 @@ class _Reader:
             )
             for name, op, reason, shape in self.skipped
         ]
-        return Graph(self.symbols, self.values, self.ops, outputs, skipped, self.skipped_reads)
+        folded = [
+            taskset.Skipped(name, op, fusion.FOLDED, taskset.elements(shape, at))
+            for name, op, shape in self.folded
+        ]
+        return Graph(
+            self.symbols, self.values, self.ops, outputs, skipped, self.skipped_reads, folded
+        )
 
     def _tensor(self, node: Any) -> tuple[tuple[Extent, ...], str]:
         import torch
@@ -258,21 +275,69 @@ class _Reader:
         op_type = str(node.target)
         parts = op_type.split(".")
         name = _source_name(node)
-        if parts[0] != "aten":
-            self._skip(node, name, op_type, f"no mapping for {op_type}")
+        static = parts[0] == "aten" and parts[1] in _SHAPES  # a shape is known before it runs
+        static = static or (
+            _deterministic(node) and all(a.name in self.static for a in node.all_input_nodes)
+        )
+        if static:
+            self.static.add(node.name)
+        if parts[0] == "aten" and parts[1] in _SPLITS:
+            self._split(parts[1], node)
             return
-        if parts[1] in _NO_KERNEL or node.meta.get("val") is None:
+        if parts[0] == "aten" and (parts[1] in _NO_KERNEL or node.meta.get("val") is None):
             return
         try:
             shape, dtype = self._tensor(node)
-            kind, inputs, attrs = self._translate(parts[1], node, shape)
+            if node.target is operator.getitem:
+                kind, inputs, attrs = self._part(node)
+            elif parts[0] != "aten":
+                raise Unsupported(f"no mapping for {op_type}")
+            else:
+                kind, inputs, attrs = self._translate(parts[1], node, shape)
         except Unsupported as exc:
+            if static and self._fold(node, name, op_type):
+                return
             self._skip(node, name, op_type, str(exc))
             return
         key = node.name
         self.keys[node.name] = key
         self.values[key] = Value(key, shape, dtype)
         self.ops.append(Op(name, op_type, kind, inputs, key, attrs))
+
+    def _fold(self, node: Any, name: str, op_type: str) -> bool:
+        """Fold `node` (its value depends on constants and shapes alone, and no kind maps it):
+        its value becomes a constant. False where it is not one tensor."""
+        try:
+            shape, dtype = self._tensor(node)
+        except Unsupported:
+            return False
+        self.keys[node.name] = node.name
+        self.values[node.name] = Value(node.name, shape, dtype, constant=True)
+        self.folded.append((name, op_type, shape))
+        return True
+
+    def _split(self, op: str, node: Any) -> None:
+        """Remember where each part of a split starts: its `getitem`s are slices (`_part`)."""
+        x, rank = node.args[0], len(node.args[0].meta["val"].shape)
+        dim = node.args[1] if op == "unbind" and len(node.args) > 1 else 0
+        if op != "unbind":
+            dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+        sizes = [int(part.shape[dim % rank]) for part in node.meta["val"]]
+        starts = [sum(sizes[:n]) for n in range(len(sizes))]
+        self.splits[node.name] = (x.name, dim % rank, starts if op != "unbind" else [])
+
+    def _part(self, node: Any) -> tuple[str, tuple[str | None, ...], dict[str, Any]]:
+        """A split's part (`getitem(split, n)`): a slice of what it splits, or (unbind) one
+        element of the dimension, which the part drops."""
+        whole, n = node.args
+        if not hasattr(whole, "name") or whole.name not in self.splits:
+            raise Unsupported("getitem of something other than a split")
+        x, dim, starts = self.splits[whole.name]
+        if x not in self.keys:
+            raise Unsupported(f"its input {x} is not a tensor this frontend read")
+        if not starts:
+            return "select", (self.keys[x],), {"axis": dim, "index": n}
+        return "slice", (self.keys[x],), {"axis": dim, "start": starts[n]}
 
     def _skip(self, node: Any, name: str, op_type: str, reason: str) -> None:
         """Leave `node` out; its output stays readable when it is one tensor."""
@@ -326,7 +391,21 @@ class _Reader:
                 raise Unsupported(f"division with rounding_mode {kwargs['rounding_mode']}")
             return "div", operands(0, 1), {}
         if op in ("_to_copy", "to", "type_as"):
-            return "cast", operands(0), {}
+            same = self._value(x).dtype == str(node.meta["val"].dtype).removeprefix("torch.")
+            return ("identity" if same else "cast"), operands(0), {}
+        if op == "dropout" and (args[2] if len(args) > 2 else kwargs.get("train", False)):
+            raise Unsupported("dropout in training (random)")
+        if op in ("slice", "narrow"):
+            return "slice", operands(0), self._slice(op, node, args, rank)
+        if op == "select":
+            dim = args[1] % rank
+            index = args[2] % int(node.args[0].meta["val"].shape[dim])
+            return "select", operands(0), {"axis": dim, "index": index}
+        if op == "cat":
+            parts = [a for a in args[0] if a.meta["val"].numel() != 0]
+            if len(parts) == 1:  # the rest empty (an empty key/value cache)
+                return "identity", (self._operand(node, 0, parts[0]),), {}
+            raise Unsupported("no mapping for aten.cat")
         if op == "gelu":
             return ("gelu_tanh" if kwargs.get("approximate") == "tanh" else "gelu"), operands(0), {}
         if op == "leaky_relu":
@@ -374,6 +453,23 @@ class _Reader:
             return "reshape", operands(0), {}
         raise Unsupported(f"no mapping for aten.{op}")
 
+    def _slice(self, op: str, node: Any, args: list[Any], rank: int) -> dict[str, Any]:
+        """`slice(x, dim, start, end, step)` or `narrow(x, dim, start, length)` as a slice's
+        parameters (the output's shape says where it ends)."""
+        dim = (args[1] if len(args) > 1 else 0) % rank
+        start = args[2] if len(args) > 2 else 0
+        step = args[4] if op == "slice" and len(args) > 4 else 1
+        size = node.args[0].meta["val"].shape[dim]
+        if not isinstance(start, int) or not isinstance(step, int):
+            raise Unsupported(f"a {op} whose start or step is not a number")
+        if start < 0:
+            if not isinstance(size, int):
+                raise Unsupported(f"a {op} from the end of a symbolic dimension")
+            start = max(0, start + size)
+        if isinstance(size, int):
+            start = min(start, size)
+        return {"axis": dim, "start": start, "step": step}
+
     def _value(self, node: Any) -> Value:
         if node.name not in self.keys:
             raise Unsupported(f"its input {node.name} is not a tensor this frontend read")
@@ -407,6 +503,14 @@ class _Reader:
             top, left = _pair(padding)
             pads = [top, left, top, left]
         return {"strides": stride, "dilations": dilation, "pads": pads, "groups": groups}
+
+
+def _deterministic(node: Any) -> bool:
+    """Whether `node` gives the same value for the same inputs (no random numbers drawn)."""
+    import torch
+
+    tags = getattr(node.target, "tags", ())
+    return torch.Tag.nondeterministic_seeded not in tags
 
 
 def _first_line(exc: Exception) -> str:

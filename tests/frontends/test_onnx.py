@@ -172,11 +172,8 @@ def test_gemm_conv_and_layout_ops_match_the_reference_evaluator(tmp_path: Path) 
     out = helper.make_tensor_value_info("out", TensorProto.FLOAT16, [2, 2])
     model = build(nodes, [img], [out], inits)
     taskset = extract(model, tmp_path)
-    assert [t.signature.name for t in taskset.tasks] == [
-        "conv2d_relu_reshape",
-        "gemm_reshape_transpose",
-        "reduce_cast",
-    ]
+    # The reshapes and the transpose are views, read through: no part of a kernel's name.
+    assert [t.signature.name for t in taskset.tasks] == ["conv2d_relu", "gemm", "reduce_cast"]
     assert taskset.left_out == []
     check_against_onnx(model, taskset, {"img": RNG.standard_normal((2, 3, 8, 8), np.float32)}, {})
 

@@ -105,9 +105,9 @@ def test_an_int4_linear_is_one_kernel_with_its_dequantizing_prologue() -> None:
     tokens = torch.export.Dim("tokens", max=4096)
     taskset = torch_export.export(module, (torch.randn(3, 64),), ({0: tokens},))
     (task,) = taskset.tasks
+    # The unsqueezes and reshapes are views: the shift and the scales read through them.
     assert [c.name for c in task.signature.computes] == [
-        *("unsqueeze", "rshift", "and_1", "reshape", "to", "sub", "unsqueeze_1", "mul"),
-        *("reshape_1", "linear_acc", "linear"),
+        *("rshift", "and_1", "to", "sub", "mul", "linear_acc", "linear"),
     ]
     assert [t.name for t in task.signature.inputs] == ["qweight", "shifts", "scales", "x", "bias"]
     assert task.signature.symbols == {"tokens": SymbolDecl(min=1, max=4096)}
@@ -169,3 +169,46 @@ def test_a_module_that_does_not_export_is_refused() -> None:
         torch_export.export(Branchy(), torch.randn(4))
     with pytest.raises(ModelError, match=r"is not a torch\.nn\.Module"):
         torch_export.export(lambda x: x, torch.randn(4))  # type: ignore[arg-type]
+
+
+class CausalAttention(nn.Module):
+    """A fused q/k/v projection split in three, heads made by views, a causal mask built from
+    `arange`: views and the mask are no kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+
+    def forward(self, x: Any) -> Any:
+        t = x.shape[1]
+        q, k, v = (part.view(1, t, 4, 8).transpose(1, 2) for part in self.qkv(x).split(32, -1))
+        i = torch.arange(t)
+        mask = torch.where(i[None, :] <= i[:, None], 0.0, float("-inf"))
+        scores = q @ k.transpose(-1, -2) * 8**-0.5 + mask
+        return (scores.softmax(-1) @ v).transpose(1, 2).reshape(1, t, 32)
+
+
+def attention_dims() -> Any:
+    return ({1: torch.export.Dim("seq", min=2, max=64)},)
+
+
+def test_views_are_read_through_and_a_causal_mask_is_folded() -> None:
+    taskset = torch_export.export(
+        CausalAttention().eval(), (torch.randn(1, 6, 32),), attention_dims()
+    )
+    assert [t.signature.name for t in taskset.tasks] == [
+        "linear",
+        "matmul_mul_add",
+        "softmax",
+        "matmul",
+    ]
+    assert taskset.left_out == [] and taskset.flops.share == 1.0
+    why = {entry.op: entry.reason for entry in taskset.no_kernel}
+    views = [op for op, reason in why.items() if reason.startswith("a view")]
+    assert {"aten.transpose.int", "aten.view.default", "<built-in function getitem>"} <= set(views)
+    folded = [op for op, reason in why.items() if reason.startswith("computed once")]
+    assert {"aten.arange.default", "aten.le.Tensor", "aten.where.Scalar"} <= set(folded)
+    # The scores read q and k in the projection's output (one input, read through the
+    # split and the views), and the mask, a constant input.
+    scores = taskset.tasks[1].signature
+    assert [t.shape for t in scores.inputs] == [[1, "seq", 96], ["seq", "seq"]]

@@ -27,7 +27,9 @@ import torch
 from tunehub.frontends import torch_export
 from tunehub.frontends.taskset import Binding, Found
 from tunehub.torch.calls import TaskCall, task_op
+from tunehub.torch.constants import fold
 from tunehub.torch.source import KernelSource, NoKernel
+from tunehub.torch.subgraph import subgraph
 
 Nodes = list[torch.fx.Node]
 # Measuring a task: at least this many runs of each side, for at least this long in all.
@@ -127,7 +129,8 @@ def optimize(
     constants = _constants(program)
     values = _values(program, _arguments(constants, inputs))
     graph = _without_metadata_checks(copy.deepcopy(program.graph_module))
-    rewriter = _Rewriter(graph, traced.nodes, values)
+    folded = fold(graph, (traced.nodes[v] for v in traced.folded if v in traced.nodes))
+    rewriter = _Rewriter(graph, traced.nodes, values, folded)
     report, calls = Report(target), []
     for found in traced.found:
         key = _key(found)
@@ -154,12 +157,19 @@ class _Decision:
 class _Rewriter:
     """Decides each task on the example values and rewrites the graph for those tuned."""
 
-    def __init__(self, graph: torch.fx.GraphModule, nodes: dict[str, str], values: dict) -> None:
+    def __init__(
+        self,
+        graph: torch.fx.GraphModule,
+        nodes: dict[str, str],
+        values: dict,
+        folded: dict[torch.fx.Node, torch.fx.Node],
+    ) -> None:
         self.graph = graph
         self.by_name = {n.name: n for n in graph.graph.nodes}
         self.nodes = nodes  # graph value -> fx node name
         self.values = values  # fx node name -> its value on the example inputs
-        self.replaced: dict[torch.fx.Node, torch.fx.Node] = {}  # an output -> its getitem
+        # A task's output or a folded constant -> the getitem that now stands for it.
+        self.replaced: dict[torch.fx.Node, torch.fx.Node] = dict(folded)
 
     def decide(
         self, found: Found, key: str, kernels: KernelSource, min_speedup: float
@@ -177,7 +187,7 @@ class _Rewriter:
         except NoKernel as exc:
             return eager(str(exc))
         members, inputs, extras, sizes, outputs = self._group(binding)
-        fallback = _subgraph(members, [*inputs, *extras, *sizes], outputs)
+        fallback = subgraph(members, [*inputs, *extras, *sizes], outputs)
         tensors = [self._value(n) for n in (*inputs, *extras)]
         call = TaskCall(kernel, fallback, len(inputs), tensors[0].device.type)
         size_values = [self._value(n) for n in sizes]
@@ -227,17 +237,25 @@ class _Rewriter:
             found = self.by_name[self.nodes[value]]
             return self.replaced.get(found, found)
 
-        members = [node(v) for v in binding.computed]
+        order = {n: position for position, n in enumerate(self.graph.graph.nodes)}
+        members = [node(v) for v in (*binding.views, *binding.computed)]
         inputs = [node(v) for v in binding.inputs]
         known = set(members) | set(inputs)
         extras: Nodes = []
         sizes: Nodes = []
-        for member in members:
-            for arg in member.all_input_nodes:
-                if arg not in known:
-                    known.add(arg)
-                    is_tensor = isinstance(arg.meta.get("val"), torch.Tensor)
-                    (extras if is_tensor else sizes).append(arg)
+        pending = list(members)
+        while pending:
+            for arg in pending.pop().all_input_nodes:
+                if arg in known:
+                    continue
+                known.add(arg)
+                value = arg.meta.get("val")
+                if isinstance(value, list | tuple):  # a split, whose parts the members view
+                    members.append(arg)
+                    pending.append(arg)
+                else:
+                    (extras if isinstance(value, torch.Tensor) else sizes).append(arg)
+        members.sort(key=order.__getitem__)
         return members, inputs, extras, sizes, [node(v) for v in binding.outputs]
 
     def _value(self, node: torch.fx.Node) -> Any:
@@ -253,18 +271,6 @@ def _without_metadata_checks(graph: torch.fx.GraphModule) -> torch.fx.GraphModul
         if node.op == "call_function" and node.target == check:
             graph.graph.erase_node(node)
     return graph
-
-
-def _subgraph(
-    members: Sequence[torch.fx.Node], arguments: Sequence[torch.fx.Node], outputs: Sequence
-) -> torch.fx.GraphModule:
-    """The members as a graph of their own: `(*arguments) -> outputs`."""
-    graph = torch.fx.Graph()
-    env = {a: graph.placeholder(f"arg{n}") for n, a in enumerate(arguments)}
-    for member in members:
-        env[member] = graph.node_copy(member, lambda a: env[a])
-    graph.output([env[o] for o in outputs])
-    return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
 def _key(found: Found) -> str:
