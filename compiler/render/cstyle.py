@@ -62,6 +62,7 @@ from tunehub.compiler.loop import (
     vector,
 )
 from tunehub.compiler.render.helpers import CODES, CHelpers, compute
+from tunehub.compiler.render.workspaces import ALLOCATOR, serial_uses
 
 BOUND_KINDS = (*BLOCK_KINDS, *THREAD_KINDS)
 
@@ -146,15 +147,13 @@ class CStyleRenderer(CHelpers):
 
     def function(self, fn: Function) -> list[str]:
         """The entry point. Its workspaces are carved from one block that the calling thread
-        keeps between calls (`workspace`): allocated and freed on every call, large ones went
-        back to the OS and their pages faulted in again each time (an NCHW conv with its
-        copies: 73 page faults and 214 us per call from Python, 81 us in the tuner's loop)."""
+        keeps between calls (`workspace`, see `compiler.render.workspaces`)."""
         lines = [f"{self.function_prefix}int {fn.name}({self.params(fn)}) {{"]
         pad = self.indent
         bases = [self._base(ws) for ws in fn.workspaces]
         sizes = [self._bytes(ws) for ws in fn.workspaces]
         if bases:
-            self.need("workspace", self._workspace_helper())
+            self.need("workspace", ALLOCATOR)
             lines += [
                 f"{pad}int64_t {base}_size = ({size} + 63) & ~(int64_t)63;"
                 for base, size in zip(bases, sizes, strict=True)
@@ -171,7 +170,7 @@ class CStyleRenderer(CHelpers):
             for ws, base, size in zip(fn.workspaces, bases, sizes, strict=True)
             if ws.zeroed
         ]
-        serial = _serial_uses(fn.body)
+        serial = serial_uses(fn.body)
         private = [ws for ws in fn.workspaces if ws.per_thread and ws.name in serial]
         lines += self._thread_pointers(private, "0", 1)
         lines += self.stmt(fn.body, 1)
@@ -196,29 +195,6 @@ class CStyleRenderer(CHelpers):
             f"{self._base(ws)} + (int64_t)({thread}) * ({self.expr(self._elements(ws))});"
             for ws in workspaces
         ]
-
-    def _workspace_helper(self) -> str:
-        """At least `bytes` of 64-byte aligned scratch for this thread, the same block again
-        on the next call unless it must grow. It is kept until the library is unloaded (the
-        unloading thread's block is freed then: the tuner's measuring child unloads every
-        candidate it times) or the process ends."""
-        return (
-            "static _Thread_local void* workspace_block;\n"
-            "static _Thread_local int64_t workspace_bytes;\n"
-            "__attribute__((destructor)) static void workspace_release(void) {\n"
-            "  free(workspace_block);\n"
-            "  workspace_block = 0;\n"
-            "  workspace_bytes = 0;\n"
-            "}\n"
-            "static void* workspace(int64_t bytes) {\n"
-            "  if (bytes > workspace_bytes) {\n"
-            "    free(workspace_block);\n"
-            "    size_t size = ((size_t)(bytes > 64 ? bytes : 64) + 63) & ~(size_t)63;\n"
-            "    workspace_block = aligned_alloc(64, size);\n"
-            "    workspace_bytes = workspace_block ? bytes : 0;\n"
-            "  }\n"
-            "  return workspace_block;\n}"
-        )
 
     def name(self, name: str) -> str:
         """How a name of the signature (argument, workspace, symbol) is printed."""
@@ -502,20 +478,6 @@ class CStyleRenderer(CHelpers):
         if fn in ("floor", "ceil") and not dtypes.is_float(scalar(expr.dtype)):
             return values[0]
         return f"{self.math(fn, expr.dtype)}({', '.join(values)})"
-
-
-def _serial_uses(stmt: Stmt) -> set[str]:
-    """Buffers used outside every parallel loop."""
-    if isinstance(stmt, For) and stmt.kind == "parallel":
-        return set()
-    if isinstance(stmt, For):
-        return _serial_uses(stmt.body)
-    if isinstance(stmt, Seq):
-        return set().union(*(_serial_uses(s) for s in stmt.body))
-    if isinstance(stmt, If):
-        rest = _serial_uses(stmt.orelse) if stmt.orelse is not None else set()
-        return buffers_used(If(stmt.cond, Seq(()))) | _serial_uses(stmt.then) | rest
-    return buffers_used(stmt)
 
 
 def rounded(value: Expr, dtype: str) -> Expr:
