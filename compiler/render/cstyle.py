@@ -200,6 +200,8 @@ class CStyleRenderer(CHelpers):
         """How a name of the signature (argument, workspace, symbol) is printed."""
         return f"{name}_"
 
+    # ---------------------------------------------------------------- statements
+
     def stmt(self, stmt: Stmt, depth: int) -> list[str]:
         kind = type(stmt).__name__
         rule: Callable[[Stmt, int], list[str]] | None = getattr(self, f"_stmt_{kind}", None)
