@@ -24,18 +24,16 @@ which a schedule may compute row by row in one parallel loop.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from tunehub.compiler import dtypes
+from tunehub.compiler import dtypes, variance
 from tunehub.compiler.ir import (
     Binary,
     Call,
     Cast,
     Compute,
-    Const,
     Expr,
     Extent,
     Load,
@@ -46,21 +44,10 @@ from tunehub.compiler.ir import (
     transform,
     walk,
 )
+from tunehub.compiler.products import ProductSides, split_product
 
 INJECTIVE, REDUCTION, CONTRACTION = "injective", "reduction", "contraction"
 KINDS = (INJECTIVE, REDUCTION, CONTRACTION)
-_MAX_FACTORS = 8
-
-
-@dataclass(frozen=True)
-class ProductSides:
-    """The two sides of a contraction's product: `lhs` and `rhs` are lists of factors (each
-    as written, casts included) and `lhs_axes`/`rhs_axes` the spatial axes each side reads."""
-
-    lhs: tuple[Expr, ...]
-    rhs: tuple[Expr, ...]
-    lhs_axes: frozenset[str]
-    rhs_axes: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -135,9 +122,9 @@ class Analysis:
     program: Program
     stages: tuple[Stage, ...]
     groups: tuple[RowGroup, ...]
-    # Each sum `_one_pass` made, to the compute of the program it computes (a variance).
+    # Each sum `variance.one_pass` made, to the compute of the program it computes (a variance).
     sums_for: Mapping[str, str] = field(default_factory=dict)
-    # Each sum `_one_pass` turned into `S1 + n * K` (a mean), to that S1.
+    # Each sum `variance.one_pass` turned into `S1 + n * K` (a mean), to that S1.
     means_from: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -149,14 +136,14 @@ class Analysis:
 @functools.lru_cache(maxsize=256)
 def analyze(program: Program, one_pass: bool = False, keep_terms: bool = False) -> Analysis:
     """The stages of `program`; with `one_pass`, variances as sums that need no mean
-    (`_one_pass`); with `keep_terms`, costly terms computed once (`_kept_terms`)."""
+    (`variance.one_pass`); with `keep_terms`, costly terms computed once (`_kept_terms`)."""
     computes = _inline(program.computes, program.outputs)
     sums_for: dict[str, str] = {}
     means_from: dict[str, str] = {}
     if one_pass:
         names = {c.name for c in program.computes} | {t.name for t in program.inputs}
         names |= {s.name for s in program.symbols}
-        computes = _one_pass(computes, names, sums_for, means_from)
+        computes = variance.one_pass(computes, names, sums_for, means_from)
         computes = _inline(computes, program.outputs)
     stages = _stages(program, computes)
     if keep_terms:
@@ -184,175 +171,6 @@ def _inline(computes: Sequence[Compute], outputs: Sequence[str]) -> list[Compute
         else:
             kept.append(compute)
     return kept
-
-
-@dataclass(frozen=True)
-class _Deviation:
-    """A sum's term as `(x - c) ** 2`, scaled (`op` `*` or `/` by `by`) or not."""
-
-    x: Expr
-    c: Expr
-    dtype: str  # of `x - c`
-    op: str | None = None
-    by: Expr | None = None
-
-
-def _one_pass(
-    computes: list[Compute], names: set[str], sums_for: dict[str, str], means_from: dict[str, str]
-) -> list[Compute]:
-    """Each sum of squared deviations from a value another reduction gives (a variance:
-    `sum((x - mean) ** 2)`, or its terms each divided by n, the mean a row sum) as two sums
-    that need no mean, so that all three are computed in one pass over the row: with K the
-    term at the first reduce point, `sum((x - c) ** 2) = S2 - d * (2 * S1 - n * d)` where
-    `S1 = sum(x - K)`, `S2 = sum((x - K) ** 2)` and `d = c - K` (the shifted-data
-    algorithm: no cancellation as long as the mean is within a few deviations of K; Welford's
-    recurrence would divide per term). The result becomes an injective compute over the two
-    sums (inlined into its readers unless it is an output). Where an earlier sum adds up `x`
-    itself (the mean's, perhaps scaled), it becomes `S1 + n * K` (`_mean_made`): one
-    accumulation fewer per element. `sums_for` gets each new sum's name, to the compute it
-    stands for; `means_from` each such mean's, to its S1."""
-    reductions = {c.name for c in computes if c.reduce_op is not None}
-    slots = [[c] for c in computes]  # what each compute becomes, in its place
-    for at, compute in enumerate(computes):
-        found = _deviation(compute, reductions)
-        if found is None:
-            continue
-        x, dtype, acc = found.x, found.dtype, dtypes.compute_dtype(compute.term)
-        zero: dict[str, Expr] = {r.name: Const(0, dtypes.INDEX) for r in compute.reduce_axes}
-        first = substitute(x, zero)
-        shifted = Binary("-", x, first, dtype)
-        s1, s2 = _fresh(f"{compute.name}_shifted", names), _fresh(f"{compute.name}_squares", names)
-        sums_for.update(dict.fromkeys((s1, s2), compute.name))
-        # The sums keep the accumulator's precision (a float16 variance's sums as float32:
-        # their difference is what is rounded), each term rounded as the program's own.
-        sums = [
-            replace(compute, name=name, body=term, dtype=acc, term_dtype=compute.term)
-            for name, term in ((s1, shifted), (s2, Binary("*", shifted, shifted, dtype)))
-        ]
-        row = tuple(Var(a) for a in compute.axes)
-        d = Cast(acc, Binary("-", found.c, first, dtype))
-        n = Cast(acc, _size([r.extent for r in compute.reduce_axes]))
-        twice = Binary("*", Const(2.0, acc), Load(s1, row, acc), acc)
-        spread = Binary("*", d, Binary("-", twice, Binary("*", n, d, acc), acc), acc)
-        value = Binary("-", Load(s2, row, acc), spread, acc)
-        if found.op is not None and found.by is not None:
-            value = Binary(found.op, value, Cast(acc, found.by), acc)
-        variance = Compute(compute.name, compute.axes, compute.shape, compute.dtype, value)
-        total = Binary("+", Load(s1, row, acc), Binary("*", n, Cast(acc, first), acc), acc)
-        made = _mean_made(computes[:at], compute, found, total)
-        if made is None or len(slots[made[0]]) != 1:  # none, or already made of another S1
-            slots[at] = [*sums, variance]
-            continue
-        mean, mean_value = made
-        source = computes[mean]
-        rebuilt = Compute(source.name, compute.axes, compute.shape, source.dtype, mean_value)
-        slots[mean] = [*sums, rebuilt]
-        means_from[source.name] = s1
-        slots[at] = [variance]
-    return [c for slot in slots for c in slot]
-
-
-def _mean_made(
-    earlier: Sequence[Compute], variance: Compute, found: _Deviation, total: Expr
-) -> tuple[int, Expr] | None:
-    """The first of `earlier` that sums the variance's `x` over the same row and reduce
-    axes (its terms perhaps times or over a value free of the reduce axes), with its value
-    from `total`, the sum of `x` as `S1 + n * K`: where that keeps its precision (float
-    terms that no 16-bit rounding stands between, in the same accumulator). Else None."""
-    acc, reduce = dtypes.compute_dtype(variance.term), {r.name for r in variance.reduce_axes}
-    x = _uncast(found.x)
-    extents = [r.extent for r in variance.reduce_axes]
-    for at, mean in enumerate(earlier):
-        kept = (mean.term, variance.term, found.dtype)
-        if mean.reduce_op != "sum" or any(
-            not dtypes.is_float(t) or dtypes.is_half(t) for t in kept
-        ):
-            continue
-        if dtypes.compute_dtype(mean.term) != acc or mean.shape != variance.shape:
-            continue
-        if [r.extent for r in mean.reduce_axes] != extents:
-            continue
-        body = _uncast(_renamed(mean, variance))
-        if body == x:
-            return at, total
-        if isinstance(body, Binary) and body.op in ("*", "/"):
-            for term, by in ((body.a, body.b), (body.b, body.a))[: 2 if body.op == "*" else 1]:
-                if _uncast(term) == x and not _uses_any(by, reduce):
-                    return at, Binary(body.op, total, Cast(acc, by), acc)
-    return None
-
-
-def _renamed(mean: Compute, variance: Compute) -> Expr:
-    """`mean`'s body over the variance's axes and reduce axes (position by position)."""
-    names = [*mean.axes, *(r.name for r in mean.reduce_axes)]
-    to = [*variance.axes, *(r.name for r in variance.reduce_axes)]
-    return substitute(mean.body, {a: Var(b) for a, b in zip(names, to, strict=True)})
-
-
-def _deviation(compute: Compute, reductions: set[str]) -> _Deviation | None:
-    """`compute`'s term as a `_Deviation` where it is a float sum of `(x - c) ** 2` (a
-    difference times itself, or squared by `pow`; casts that keep values aside), perhaps
-    times or over a value free of the reduce axes, with `x` depending on the reduce axes, `c`
-    not, and `c` reading another reduction: else None."""
-    if compute.reduce_op != "sum" or not dtypes.is_float(compute.term):
-        return None
-    reduce = {r.name for r in compute.reduce_axes}
-    body = product_under_casts(compute.body)
-    square, op, by = _square(body), None, None
-    if square is None and isinstance(body, Binary) and body.op in ("*", "/"):
-        for term, other in ((body.a, body.b), (body.b, body.a))[: 2 if body.op == "*" else 1]:
-            if _square(term) is not None and not _uses_any(other, reduce):
-                square, op, by = _square(term), body.op, other
-                break
-    if square is None:
-        return None
-    x, c = (square.a, square.b) if _uses_any(square.a, reduce) else (square.b, square.a)
-    if _uses_any(c, reduce) or not _uses_any(x, reduce):
-        return None
-    if not any(ld.tensor in reductions - {compute.name} for ld in loads(c)):
-        return None
-    return _Deviation(x, c, square.dtype, op, by)
-
-
-def _square(e: Expr) -> Binary | None:
-    """The difference `e` squares (`d * d` or `pow(d, 2)`, under casts that keep values)."""
-    e = _uncast(e)
-    if isinstance(e, Call) and e.fn == "pow" and _is_two(e.args[1]):
-        a = b = e.args[0]
-    elif isinstance(e, Binary) and e.op == "*":
-        a, b = e.a, e.b
-    else:
-        return None
-    a, b = _uncast(a), _uncast(b)
-    return a if a == b and isinstance(a, Binary) and a.op == "-" else None
-
-
-def _is_two(e: Expr) -> bool:
-    return isinstance(e, Const) and e.value == 2
-
-
-def _uncast(e: Expr) -> Expr:
-    """`e` under the casts at its top that keep every value."""
-    while isinstance(e, Cast) and keeps_values(e):
-        e = e.x
-    return e
-
-
-def _uses_any(e: Expr, axes: set[str]) -> bool:
-    return any(isinstance(v, Var) and v.name in axes for v in walk(e))
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    """`name`, or it with the first free numeric suffix; taken from then on."""
-    found = next(f"{name}{n or ''}" for n in itertools.count() if f"{name}{n or ''}" not in taken)
-    taken.add(found)
-    return found
-
-
-def _size(extents: Sequence[Extent]) -> Expr:
-    """The product of extents (symbols as variables), as an index expression."""
-    terms: list[Expr] = [Const(e, dtypes.INDEX) if isinstance(e, int) else Var(e) for e in extents]
-    return functools.reduce(lambda a, b: Binary("*", a, b, dtypes.INDEX), terms)
 
 
 def _stages(program: Program, computes: list[Compute]) -> tuple[Stage, ...]:
@@ -445,61 +263,7 @@ def classify(compute: Compute) -> tuple[str, ProductSides | None]:
     return REDUCTION, None
 
 
-def factors(expr: Expr) -> list[Expr]:
-    """The multiplicative factors of `expr`: nested products split apart through casts that
-    keep every value (widening ones); a cast that rounds (to a 16-bit float, or to a
-    narrower type) keeps what it rounds as one factor, as the program computes it."""
-    inner = expr
-    while isinstance(inner, Cast) and keeps_values(inner):
-        inner = inner.x
-    if isinstance(inner, Binary) and inner.op == "*":
-        return factors(inner.a) + factors(inner.b)
-    return [expr]
-
-
-def keeps_values(cast: Cast) -> bool:
-    """Whether a cast leaves every value as it was: same compute dtype, not a 16-bit one."""
-    same = dtypes.compute_dtype(cast.dtype) == dtypes.compute_dtype(cast.x.dtype)
-    return same and not dtypes.is_half(cast.dtype)
-
-
-def product_under_casts(expr: Expr) -> Expr:
-    """A reduce body under the casts at its top, which apply to the whole product (each
-    term's rounding, for a plan to keep) and so never split it."""
-    while isinstance(expr, Cast):
-        expr = expr.x
-    return expr
-
-
-def split_product(compute: Compute) -> ProductSides | None:
-    """Split a reduce body into two sides that read disjoint tensors and each depend on a
-    spatial axis the other does not, or None if there is no such split."""
-    parts = factors(product_under_casts(compute.body))
-    if not 2 <= len(parts) <= _MAX_FACTORS:
-        return None
-    spatial = set(compute.axes)
-    tensors = [{ld.tensor for ld in loads(p)} for p in parts]
-    axes = [{e.name for e in walk(p) if isinstance(e, Var)} & spatial for p in parts]
-    for size in range(1, len(parts)):
-        for left in itertools.combinations(range(len(parts)), size):
-            if 0 not in left:
-                continue  # each split once: the side holding the first factor is `lhs`
-            right = [n for n in range(len(parts)) if n not in left]
-            lt = set().union(*(tensors[n] for n in left))
-            rt = set().union(*(tensors[n] for n in right))
-            la = set().union(*(axes[n] for n in left))
-            ra = set().union(*(axes[n] for n in right))
-            if lt and rt and not lt & rt and la - ra and ra - la:
-                return ProductSides(
-                    tuple(parts[n] for n in left),
-                    tuple(parts[n] for n in right),
-                    frozenset(la),
-                    frozenset(ra),
-                )
-    return None
-
-
-# ----------------------------------------------------------------------------- row groups
+# ----------------------------------------------------------------------------- kept terms
 
 
 # Functions a vector unit evaluates as a polynomial or a division: a term calling one is worth
@@ -549,6 +313,9 @@ def _reading_back(reduction: Stage, reader: Stage) -> Stage | None:
     return replace(reader, anchor=replace(out, body=body))
 
 
+# ----------------------------------------------------------------------------- row groups
+
+
 def _row_groups(stages: tuple[Stage, ...]) -> tuple[RowGroup, ...]:
     groups = []
     start = 0
@@ -576,6 +343,9 @@ def _joins(stages: tuple[Stage, ...], start: int, index: int, rows: int) -> bool
     row_vars = tuple(Var(a) for a in stage.axes[:rows])
     earlier = {s.buffer for s in stages[start:index]}
     return all(ld.indices[:rows] == row_vars for ld in stage.reads() if ld.tensor in earlier)
+
+
+# ----------------------------------------------------------------------------- queries
 
 
 def contiguous(stage: Stage, axis: str) -> bool:

@@ -9,6 +9,7 @@ the hooks a dialect overrides — `loop_pragmas` (how loop kinds are annotated),
 (`_stmt_<type>` / `_expr_<type>`; a dialect adds those of its target's own statements, such as
 CUDA's tensor cores), and the source is printed in one linear pass; the helper
 functions it needs (math, conversions, vector load/store/broadcast) are collected on the way
+(`compiler.render.helpers`, the renderer's base, with the type maps and the helper hooks)
 and emitted before the function, so the output contains only what it uses.
 
 Value semantics follow `compiler.dtypes` and `compiler.reference`: every expression is
@@ -29,7 +30,6 @@ but never end with it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.ir import COMPARISONS, Binary, Call, Cast, Const, Expr, Load, Unary, Var
@@ -61,43 +61,18 @@ from tunehub.compiler.loop import (
     scalar,
     vector,
 )
-from tunehub.compiler.render.cmath import (
-    BINARY_MATH,
-    FLOAT32_MATH,
-    FLOAT_MATH,
-    SIGNED_MATH,
-    UNSIGNED,
-    UNSIGNED_MATH,
-)
+from tunehub.compiler.render.helpers import CODES, CHelpers, compute
+from tunehub.compiler.render.workspaces import ALLOCATOR, serial_uses
 
 BOUND_KINDS = (*BLOCK_KINDS, *THREAD_KINDS)
-CODES = {
-    "float64": "f64",
-    "float32": "f32",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "int64": "i64",
-    "int32": "i32",
-    "int16": "i16",
-    "int8": "i8",
-    "uint32": "u32",
-    "uint8": "u8",
-    "bool": "b8",
-}
 
 
-def compute(dtype: str) -> str:
-    """The compute dtype of a scalar or vector dtype (16-bit floats compute as float32)."""
-    return vector(dtypes.compute_dtype(scalar(dtype)), lanes(dtype))
-
-
-class CStyleRenderer:
+class CStyleRenderer(CHelpers):
     """Renders a `loop.Function` as C-family source. Dialects set the attributes below and
     override the hooks; one instance renders one function at a time."""
 
     language = "c"
     function_prefix = ""
-    helper_prefix = "static inline "
     restrict = "restrict"
     # Whether a buffer the function both writes and reads is still declared `restrict`. Not
     # on a GPU: its threads hand such buffers to each other across barriers (a fused
@@ -105,24 +80,6 @@ class CStyleRenderer:
     # the barrier when that thread itself never writes it (seen on an H100: NaN outputs).
     restrict_reread = True
     indent = "  "
-    types: ClassVar[dict[str, str]] = {
-        "float64": "double",
-        "float32": "float",
-        "int64": "int64_t",
-        "int32": "int32_t",
-        "int16": "int16_t",
-        "int8": "int8_t",
-        "uint32": "uint32_t",
-        "uint8": "uint8_t",
-        "bool": "bool",
-    }
-    storage_types: ClassVar[dict[str, str]] = {
-        **types,
-        "float16": "uint16_t",
-        "bfloat16": "uint16_t",
-    }
-    # float32 functions rendered from these bodies instead of the libm-style `FLOAT_MATH`.
-    float32_math: ClassVar[dict[str, str]] = FLOAT32_MATH
     barrier: str | None = None  # the statement of `Barrier`, in dialects that have one
     warp_barrier: str | None = None  # and of `Barrier(warp=True)`
 
@@ -131,17 +88,6 @@ class CStyleRenderer:
     def preamble(self, fn: Function) -> list[str]:
         """Includes and runtime support, printed before the helpers."""
         return []
-
-    def half_helpers(self, dtype: str, vectorized: bool) -> dict[str, str]:
-        """C bodies of `load` (bits -> float) and `store` (float -> bits) for a 16-bit float
-        dtype, argument `x`: forms a vectorizing compiler handles where `vectorized`."""
-        raise NotImplementedError
-
-    def half_vector(self, kind: str, dtype: str, n: int) -> str | None:
-        """A faster C body for `vload` (`p` -> n floats), `vstore` (`v` -> `p`) or `round`
-        (`x` -> n floats) of n lanes of a 16-bit float dtype, or None for the lane loop. It
-        must give the lane loop's bits exactly."""
-        return None
 
     def loop_pragmas(self, loop: For, collapse: int, reduction: list[tuple[str, str]]) -> list[str]:
         """Lines printed before a loop (a parallel one heads `collapse` nested loops)."""
@@ -174,8 +120,8 @@ class CStyleRenderer:
 
     def render(self, fn: Function) -> str:
         self.fn = fn
-        self._simd = 0  # loops around the statement being printed that are vectorized
-        self.helpers: dict[str, str] = {}
+        self._simd = 0
+        self.helpers = {}
         self.locals: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.symbols = set(fn.symbols)
         body = self.function(fn)
@@ -201,15 +147,13 @@ class CStyleRenderer:
 
     def function(self, fn: Function) -> list[str]:
         """The entry point. Its workspaces are carved from one block that the calling thread
-        keeps between calls (`workspace`): allocated and freed on every call, large ones went
-        back to the OS and their pages faulted in again each time (an NCHW conv with its
-        copies: 73 page faults and 214 us per call from Python, 81 us in the tuner's loop)."""
+        keeps between calls (`workspace`, see `compiler.render.workspaces`)."""
         lines = [f"{self.function_prefix}int {fn.name}({self.params(fn)}) {{"]
         pad = self.indent
         bases = [self._base(ws) for ws in fn.workspaces]
         sizes = [self._bytes(ws) for ws in fn.workspaces]
         if bases:
-            self.need("workspace", self._workspace_helper())
+            self.need("workspace", ALLOCATOR)
             lines += [
                 f"{pad}int64_t {base}_size = ({size} + 63) & ~(int64_t)63;"
                 for base, size in zip(bases, sizes, strict=True)
@@ -226,7 +170,7 @@ class CStyleRenderer:
             for ws, base, size in zip(fn.workspaces, bases, sizes, strict=True)
             if ws.zeroed
         ]
-        serial = _serial_uses(fn.body)
+        serial = serial_uses(fn.body)
         private = [ws for ws in fn.workspaces if ws.per_thread and ws.name in serial]
         lines += self._thread_pointers(private, "0", 1)
         lines += self.stmt(fn.body, 1)
@@ -252,138 +196,9 @@ class CStyleRenderer:
             for ws in workspaces
         ]
 
-    def _workspace_helper(self) -> str:
-        """At least `bytes` of 64-byte aligned scratch for this thread, the same block again
-        on the next call unless it must grow. It is kept until the library is unloaded (the
-        unloading thread's block is freed then: the tuner's measuring child unloads every
-        candidate it times) or the process ends."""
-        return (
-            "static _Thread_local void* workspace_block;\n"
-            "static _Thread_local int64_t workspace_bytes;\n"
-            "__attribute__((destructor)) static void workspace_release(void) {\n"
-            "  free(workspace_block);\n"
-            "  workspace_block = 0;\n"
-            "  workspace_bytes = 0;\n"
-            "}\n"
-            "static void* workspace(int64_t bytes) {\n"
-            "  if (bytes > workspace_bytes) {\n"
-            "    free(workspace_block);\n"
-            "    size_t size = ((size_t)(bytes > 64 ? bytes : 64) + 63) & ~(size_t)63;\n"
-            "    workspace_block = aligned_alloc(64, size);\n"
-            "    workspace_bytes = workspace_block ? bytes : 0;\n"
-            "  }\n"
-            "  return workspace_block;\n}"
-        )
-
     def name(self, name: str) -> str:
         """How a name of the signature (argument, workspace, symbol) is printed."""
         return f"{name}_"
-
-    # ---------------------------------------------------------------- helpers registry
-
-    def need(self, name: str, definition: str) -> str:
-        """Register a helper (once; its own dependencies must be registered first)."""
-        self.helpers.setdefault(name, definition)
-        return name
-
-    def ctype(self, dtype: str) -> str:
-        """The C type holding values of a compute dtype (vector types are declared here)."""
-        dtype = compute(dtype)
-        if lanes(dtype) == 1:
-            return self.types[dtype]
-        name = f"{CODES[scalar(dtype)]}x{lanes(dtype)}"
-        size = dtypes.itemsize(scalar(dtype)) * lanes(dtype)
-        element = self.types[scalar(dtype)]
-        return self.need(name, f"typedef {element} {name} __attribute__((vector_size({size})));")
-
-    def math(self, fn: str, dtype: str) -> str:
-        """The helper computing `fn` on values of `dtype` (lane by lane for vectors)."""
-        if lanes(dtype) > 1:
-            return self._lanewise(fn, self.math(fn, scalar(dtype)), dtype, fn in BINARY_MATH)
-        dtype = compute(dtype)
-        t = self.types[dtype]
-        if dtype == "float32" and fn in self.float32_math:
-            template = self.float32_math[fn]
-            if fn != "exp" and "exp_f32(" in template:
-                self.math("exp", dtype)
-        elif dtypes.is_float(dtype):
-            template = FLOAT_MATH[fn]
-        else:
-            template = (SIGNED_MATH if dtypes.is_signed(dtype) else UNSIGNED_MATH)[fn]
-        text = template.format(f="f" if dtype == "float32" else "", T=t, U=UNSIGNED.get(dtype))
-        params = f"{t} x, {t} y" if fn in BINARY_MATH else f"{t} x"
-        return self._helper(f"{fn}_{CODES[dtype]}", t, params, f"  {text}")
-
-    def _lanewise(self, fn: str, base: str, dtype: str, binary: bool) -> str:
-        """A vector helper applying the scalar helper `base` to each lane."""
-        vt, n = self.ctype(dtype), lanes(dtype)
-        params = f"{vt} x, {vt} y" if binary else f"{vt} x"
-        args = "x[l], y[l]" if binary else "x[l]"
-        # `r` starts as `x`, every lane then replaced: declared bare, gcc 12 warned it "may
-        # be used uninitialized" on some hosts' inlining (an error under -Werror).
-        body = f"  {vt} r = x;\n  for (int l = 0; l < {n}; l++) r[l] = {base}({args});\n  return r;"
-        return self._helper(f"{fn}_{vt}", vt, params, body)
-
-    def _helper(self, name: str, result: str, params: str, body: str) -> str:
-        return self.need(name, f"{self.helper_prefix}{result} {name}({params}) {{\n{body}\n}}")
-
-    def half(self, kind: str, dtype: str, vectorized: bool | None = None) -> str:
-        """The `load`, `store` or `round` conversion helper of a 16-bit float dtype: the
-        dialect's vectorizable form where the C compiler vectorizes the code around it (a
-        loop it is asked to vectorize, unless `vectorized` says otherwise)."""
-        vectorized = self._simd > 0 if vectorized is None else vectorized
-        code, storage = CODES[dtype] + ("v" if vectorized else ""), self.storage_types[dtype]
-        if kind == "round":
-            load, store = (
-                self.half("load", dtype, vectorized),
-                self.half("store", dtype, vectorized),
-            )
-            body = f"  return {load}({store}(x));"
-        else:
-            body = self.half_helpers(dtype, vectorized)[kind]
-        result, param = {
-            "load": ("float", f"{storage} x"),
-            "store": (storage, "float x"),
-            "round": ("float", "float x"),
-        }[kind]
-        return self._helper(f"{kind}_{code}", result, param, body)
-
-    def _lane_helper(self, kind: str, dtype: str) -> str:
-        """vload/vstore/bcast for a vector of `dtype` (storage dtype for vload/vstore)."""
-        n, element = lanes(dtype), scalar(dtype)
-        vt = self.ctype(dtype)
-        st = self.storage_types[element]
-        name = f"{kind}_{CODES[element]}x{n}"
-        if kind == "bcast":
-            # An initializer of n copies is what gcc turns into one broadcast instruction
-            # (a lane loop becomes a chain of masked broadcasts).
-            body = f"  return ({vt}){{{', '.join(['x'] * n)}}};"
-            return self._helper(name, vt, f"{self.types[compute(element)]} x", body)
-        if dtypes.is_half(element):
-            load, store = self.half("load", element, True), self.half("store", element, True)
-            loop = f"  for (int l = 0; l < {n}; l++) "
-            fast = self.half_vector(kind, element, n)
-            if kind == "vload":
-                body = fast or f"  {vt} r = {{0}};\n{loop}r[l] = {load}(p[l]);\n  return r;"
-                return self._helper(name, vt, f"const {st}* p", body)
-            body = fast or f"{loop}p[l] = {store}(v[l]);"
-            return self._helper(name, "void", f"{st}* p, {vt} v", body)
-        if kind == "vload":
-            body = f"  {vt} r;\n  __builtin_memcpy(&r, p, sizeof r);\n  return r;"
-            return self._helper(name, vt, f"const {st}* p", body)
-        return self._helper(
-            name, "void", f"{st}* p, {vt} v", "  __builtin_memcpy(p, &v, sizeof v);"
-        )
-
-    def _horizontal(self, fn: str, dtype: str) -> str:
-        n, element = lanes(dtype), compute(scalar(dtype))
-        vt, t = self.ctype(dtype), self.types[element]
-        op = HORIZONTAL[fn]
-        combine = {"sum": "s + v[l]", "prod": "s * v[l]"}.get(op)
-        if combine is None:
-            combine = f"{self.math(op, element)}(s, v[l])"
-        body = f"  {t} s = v[0];\n  for (int l = 1; l < {n}; l++) s = {combine};\n  return s;"
-        return self._helper(f"{fn}_{vt}", t, f"{vt} v", body)
 
     # ---------------------------------------------------------------- statements
 
@@ -665,20 +480,6 @@ class CStyleRenderer:
         if fn in ("floor", "ceil") and not dtypes.is_float(scalar(expr.dtype)):
             return values[0]
         return f"{self.math(fn, expr.dtype)}({', '.join(values)})"
-
-
-def _serial_uses(stmt: Stmt) -> set[str]:
-    """Buffers used outside every parallel loop."""
-    if isinstance(stmt, For) and stmt.kind == "parallel":
-        return set()
-    if isinstance(stmt, For):
-        return _serial_uses(stmt.body)
-    if isinstance(stmt, Seq):
-        return set().union(*(_serial_uses(s) for s in stmt.body))
-    if isinstance(stmt, If):
-        rest = _serial_uses(stmt.orelse) if stmt.orelse is not None else set()
-        return buffers_used(If(stmt.cond, Seq(()))) | _serial_uses(stmt.then) | rest
-    return buffers_used(stmt)
 
 
 def rounded(value: Expr, dtype: str) -> Expr:

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
-from tunehub.compiler.analysis import Stage, keeps_values
+from tunehub.compiler.analysis import Stage
 from tunehub.compiler.ir import Binary, Call, Cast, Expr
 from tunehub.compiler.loop import const, const_value, lanes, mul, product, vector
+from tunehub.compiler.products import keeps_values
 from tunehub.compiler.schedule.stage import accumulator_dtype
 
 

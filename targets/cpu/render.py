@@ -22,7 +22,8 @@ from tunehub.compiler.loop import (
     stmts,
     vector,
 )
-from tunehub.compiler.render.cstyle import CStyleRenderer, compute
+from tunehub.compiler.render.cstyle import CStyleRenderer
+from tunehub.compiler.render.helpers import compute
 
 # A kernel without vectorized loops stays scalar: gcc -O3 would otherwise vectorize the naive
 # baseline on its own. gcc 12 has no per-loop switch, and this one also disables `omp simd`,

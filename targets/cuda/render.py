@@ -40,7 +40,8 @@ from tunehub.compiler.loop import (
     scalar,
     stmts,
 )
-from tunehub.compiler.render.cstyle import CODES, CStyleRenderer, compute, rounded, widened
+from tunehub.compiler.render.cstyle import CStyleRenderer, rounded, widened
+from tunehub.compiler.render.helpers import CODES, compute
 from tunehub.targets.cuda.launches import Launch, guarded, launches, tensor_maps
 from tunehub.targets.cuda.loop import (
     AsyncCopy,
