@@ -240,7 +240,48 @@ class _Fusion:
                 if self._fusion(op) == fusion:
                     members = self._grow(seed, len(groups))
                     groups.append([self.ops[n] for n in sorted(members)])
+        groups = self._attention(groups)
         return sorted(groups, key=lambda group: self.position[group[0].name])
+
+    def _attention(self, groups: list[list[Op]]) -> list[list[Op]]:
+        """Each softmax between two contractions, the scores it reads and the contraction
+        reading it as its weights, as one group (attention in its eager form): the scores
+        and the weights are then no tensors a kernel must write."""
+        of = {self.producer[op.output]: g for g, group in enumerate(groups) for op in group}
+
+        def around(g: int) -> tuple[set[int], set[int]]:
+            """The groups `g` reads and the groups that read it."""
+            inside = [self.producer[op.output] for op in groups[g]]
+            before = {of[p] for n in inside for p in self._producers(n) if p in of}
+            after = {of[u] for n in inside for u in self._users(n)}
+            return before - {g}, after - {g}
+
+        def kept(g: int) -> bool:
+            """Whether something besides the groups writes group `g`'s values out."""
+            return any(self._outside(op.output) for op in groups[g])
+
+        merged: set[int] = set()
+        for g, group in enumerate(groups):
+            anchors = [op for op in group if self._fusion(op) != INJECTIVE]
+            before, after = around(g)
+            if [op.kind for op in anchors] != ["softmax"] or len(before) != 1 or len(after) != 1:
+                continue
+            (scores,), (weighted,) = before, after
+            ends = (scores, weighted)
+            if merged & {scores, weighted} or kept(scores) or kept(g):
+                continue
+            if any(self._fusion(groups[n][0]) != CONTRACTION for n in ends):
+                continue  # a contraction's group holds it first: its prologue is casts alone
+            if around(scores)[1] != {g}:
+                continue  # the scores are read elsewhere too
+            members = {self.producer[op.output] for n in (scores, g, weighted) for op in groups[n]}
+            if not (self._convex(members) and self._fits(members)):
+                continue
+            merged |= {g, weighted}
+            for m in members:
+                self.group_of[m] = scores
+            groups[scores] = [self.ops[m] for m in sorted(members)]
+        return [group for g, group in enumerate(groups) if g not in merged]
 
     def folded(self) -> list[Op]:
         """The constant ops no group took (`groups` first): computed once, not kernels."""
@@ -454,6 +495,8 @@ def _name(group: list[Op]) -> str:
     means = [op for op in anchors if op.kind == "reduce" and op.attrs.get("op") == "mean"]
     if means and len(anchors) == len(means) and {"sqrt", "rsqrt"} & set(kinds):
         return "rms_norm" if len(means) == 1 else "layer_norm"
+    if [KINDS[op.kind].fusion for op in anchors] == [CONTRACTION, ROW, CONTRACTION]:
+        return "attention"
     first = anchors[0].kind if anchors else kinds[0]
     rest = [kind for kind in dict.fromkeys(kinds) if kind != first]
     return identifier("_".join([first, *rest])[:64])

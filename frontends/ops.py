@@ -5,7 +5,8 @@ One place knows how a matmul, a softmax or a broadcasting add reads in the signa
 language, whichever format the op came from: `onnx_model` and `torch_export` only name the
 kind and its parameters. The classes:
 
-- contraction: matmul, gemm, linear, conv2d, matmul_nbits (int4 weight-only);
+- contraction: matmul, gemm, linear, conv2d, matmul_nbits (int4 weight-only), attention
+  (`attention`: written as its eager form's matmuls and softmax);
 - row: softmax (log_softmax with `log`), layer_norm, rms_norm, reduce (a reduction over
   `axes`);
 - injective: elementwise ops, casts and dequantize, whose computes are written here; the
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tunehub.frontends import reductions
+from tunehub.frontends import attention, reductions
 from tunehub.frontends.computes import (
     Call,
     Indexing,
@@ -302,6 +303,7 @@ KINDS: dict[str, Kind] = {
     "linear": Kind(CONTRACTION, reductions.linear),
     "conv2d": Kind(CONTRACTION, reductions.conv2d),
     "matmul_nbits": Kind(CONTRACTION, reductions.matmul_nbits),
+    "attention": Kind(CONTRACTION, attention.attention),
     "softmax": Kind(ROW, reductions.softmax),
     "layer_norm": Kind(ROW, reductions.layer_norm),
     "rms_norm": Kind(ROW, reductions.rms_norm),

@@ -424,6 +424,8 @@ class _Reader:
             return "where", operands(0, 1, 2), {}
         if op in ("linear", "matmul", "mm", "bmm"):
             return ("linear" if op == "linear" else "matmul"), operands(*range(len(args))), {}
+        if op == "scaled_dot_product_attention":
+            return "attention", operands(0, 1, 2, 3), self._attention(node, args, kwargs)
         if op == "addmm":
             attrs = {"alpha": kwargs.get("alpha", 1), "beta": kwargs.get("beta", 1)}
             return "gemm", (*operands(1, 2), *operands(0)), attrs
@@ -452,6 +454,20 @@ class _Reader:
         if op in _RESHAPES:
             return "reshape", operands(0), {}
         raise Unsupported(f"no mapping for aten.{op}")
+
+    def _attention(self, node: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """`scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
+        enable_gqa)` as the kind's parameters."""
+        names = ("q", "k", "v", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+        given = dict(zip(names, args, strict=False)) | kwargs
+        if given.get("dropout_p", 0.0):
+            raise Unsupported("attention with dropout (random)")
+        q, k = (given[n].meta["val"] for n in ("q", "k"))
+        scale = given.get("scale") or 1 / float(q.shape[-1]) ** 0.5
+        groups = 1
+        if given.get("enable_gqa") and q.dim() > 2:
+            groups = int(q.shape[-3]) // int(k.shape[-3])
+        return {"scale": scale, "causal": bool(given.get("is_causal")), "groups": groups}
 
     def _slice(self, op: str, node: Any, args: list[Any], rank: int) -> dict[str, Any]:
         """`slice(x, dim, start, end, step)` or `narrow(x, dim, start, length)` as a slice's

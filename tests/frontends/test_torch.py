@@ -196,19 +196,56 @@ def test_views_are_read_through_and_a_causal_mask_is_folded() -> None:
     taskset = torch_export.export(
         CausalAttention().eval(), (torch.randn(1, 6, 32),), attention_dims()
     )
-    assert [t.signature.name for t in taskset.tasks] == [
-        "linear",
-        "matmul_mul_add",
-        "softmax",
-        "matmul",
-    ]
+    # The scores, their softmax and the weighted values are one task: attention.
+    assert [t.signature.name for t in taskset.tasks] == ["linear", "attention"]
     assert taskset.left_out == [] and taskset.flops.share == 1.0
     why = {entry.op: entry.reason for entry in taskset.no_kernel}
     views = [op for op, reason in why.items() if reason.startswith("a view")]
     assert {"aten.transpose.int", "aten.view.default", "<built-in function getitem>"} <= set(views)
     folded = [op for op, reason in why.items() if reason.startswith("computed once")]
     assert {"aten.arange.default", "aten.le.Tensor", "aten.where.Scalar"} <= set(folded)
-    # The scores read q and k in the projection's output (one input, read through the
+    # The scores read q, k and v in the projection's output (one input, read through the
     # split and the views), and the mask, a constant input.
-    scores = taskset.tasks[1].signature
-    assert [t.shape for t in scores.inputs] == [[1, "seq", 96], ["seq", "seq"]]
+    attention = taskset.tasks[1].signature
+    assert [t.shape for t in attention.inputs] == [[1, "seq", 96], ["seq", "seq"]]
+    assert [c.name for c in attention.computes if c.reduce] == [
+        "matmul", "softmax_max", "softmax_sum", "matmul_1"]  # fmt: skip
+
+
+class Sdpa(nn.Module):
+    """`scaled_dot_product_attention` with a mask (boolean or additive) or causal, and
+    grouped key/value heads (4 query heads, 2 key/value heads)."""
+
+    def __init__(self, causal: bool, gqa: bool) -> None:
+        super().__init__()
+        self.causal, self.gqa = causal, gqa
+
+    def forward(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
+        return nn.functional.scaled_dot_product_attention(
+            q, k, v, None if self.causal else mask, is_causal=self.causal, enable_gqa=self.gqa
+        )
+
+
+@pytest.mark.parametrize(
+    ("causal", "gqa", "mask_dtype"),
+    [(True, False, None), (False, True, torch.bool), (False, False, torch.float32)],
+)
+def test_scaled_dot_product_attention_is_the_eager_form(
+    causal: bool, gqa: bool, mask_dtype: Any
+) -> None:
+    gen = torch.Generator().manual_seed(0)
+    kv_heads = 2 if gqa else 4
+    q = torch.randn(1, 4, 6, 8, generator=gen)
+    k, v = (torch.randn(1, kv_heads, 6, 8, generator=gen) for _ in range(2))
+    mask = torch.randn(6, 6, generator=gen)
+    mask = mask > 0 if mask_dtype == torch.bool else mask
+    if mask_dtype == torch.bool:
+        mask[:, 0] = True  # no row fully masked (torch gives NaN there)
+    module = Sdpa(causal, gqa).eval()
+    taskset = torch_export.export(module, (q, k, v, mask))
+    assert [t.signature.name for t in taskset.tasks] == ["attention"]
+    assert taskset.left_out == []
+    values = run_tasks(taskset, module, {"q": q, "k": k, "v": v, "mask": mask}, {})
+    (out,) = taskset.tasks[0].signature.outputs
+    expected = module(q, k, v, mask).numpy()
+    np.testing.assert_allclose(values[out], expected, rtol=1e-5, atol=1e-5)
