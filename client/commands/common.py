@@ -148,7 +148,8 @@ def server_options(command: F) -> F:
 def connect(server: str, token: str | None) -> Iterator[Client]:
     """A client of `server`; its errors become one-line CLI errors: the server's 4xx answers
     are the user's (exit 2), anything else tunehub's or the network's (exit 1)."""
-    from tunehub.client.sdk import ApiError, Client, ClientError
+    from tunehub.client.errors import ApiError, ClientError
+    from tunehub.client.sdk import Client
 
     try:
         with Client(server, token) as client:
