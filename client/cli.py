@@ -13,16 +13,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 
 from tunehub.client.commands import cuda, extract, records, remote, services
 from tunehub.client.commands.common import (
@@ -43,7 +40,13 @@ from tunehub.client.commands.common import (
     show_dispatch,
     symbol_option,
     symbol_tasks,
-    symbols_text,
+)
+from tunehub.client.commands.summaries import (
+    many_json,
+    many_table,
+    summary_json,
+    summary_table,
+    tuner_progress_bar,
 )
 from tunehub.schemas.api import DEFAULT_STRATEGY, STRATEGY_NAMES, RecordView
 from tunehub.schemas.signature import TaskSignature
@@ -54,8 +57,7 @@ if TYPE_CHECKING:
 
     from tunehub.compiler.ir import Program
     from tunehub.runtime.dispatch import KernelFiles
-    from tunehub.server.tuner import Progress, TuningSummary
-    from tunehub.worker.backend import Baseline
+    from tunehub.server.tuner import Progress
 
 
 _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX] (without ISA: this machine's)"
@@ -252,7 +254,7 @@ def tune(
         tuner = Tuner(
             sessions, executor, threads=threads, seed=seed, feature_workers=device.cpu_cores()
         )
-        with _progress_bar(trials, enabled=not as_json) as on_progress:
+        with tuner_progress_bar(trials, enabled=not as_json) as on_progress:
             try:
                 if len(tuning_ids) == 1:
                     summaries = [tuner.run(tuning_ids[0], on_progress)]
@@ -275,15 +277,15 @@ def tune(
     ]
     if len(summaries) == 1:
         if as_json:
-            click.echo(json.dumps(_summary_json(summaries[0], baselines[0])))
+            click.echo(json.dumps(summary_json(summaries[0], baselines[0])))
         else:
-            Console().print(_summary_table(loaded[0][0].name, summaries[0], baselines[0]))
+            Console().print(summary_table(loaded[0][0].name, summaries[0], baselines[0]))
         return
     if as_json:
-        click.echo(json.dumps(_many_json(summaries, task_weights, baselines)))
+        click.echo(json.dumps(many_json(summaries, task_weights, baselines)))
     else:
         names = [loaded[index][0].name for index, _ in tasks]
-        Console().print(_many_table(names, summaries, task_weights, baselines))
+        Console().print(many_table(names, summaries, task_weights, baselines))
 
 
 @cli.command()
@@ -454,37 +456,6 @@ def _symbols(program: Program, args: tuple[str, ...]) -> dict[str, int]:
         raise UserError(str(exc)) from exc
 
 
-@contextmanager
-def _progress_bar(trials: int, *, enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
-    """A rich progress bar on stderr, fed by the tuner's progress callback."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-    from rich.progress import Progress as Bar
-
-    with Bar(
-        TextColumn("tuning"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("best {task.fields[best]}  failed {task.fields[failed]}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-    ) as bar:
-        task = bar.add_task("tuning", total=trials, best="-", failed=0)
-
-        def update(progress: Progress) -> None:
-            best = seconds(progress.best_latency_s)
-            bar.update(task, completed=progress.trials_done, best=best, failed=progress.failures)
-
-        yield update
-
-
 def _summed(on_progress: Callable[[Progress], None] | None) -> Callable[[Progress], None] | None:
     """Several tunings on one progress bar: trials done in all of them, the latest best."""
     if on_progress is None:
@@ -509,168 +480,6 @@ def _summed(on_progress: Callable[[Progress], None] | None) -> Callable[[Progres
         )
 
     return update
-
-
-def _weighted(values: list[float | None], weights: list[float]) -> float | None:
-    if any(v is None for v in values):
-        return None
-    return sum(w * v for w, v in zip(weights, values, strict=True) if v is not None)
-
-
-def _many_json(
-    summaries: list[TuningSummary], weights: list[float], baselines: list[Baseline | None]
-) -> dict[str, Any]:
-    tasks = [
-        {**_summary_json(summary, baseline), "weight": weight}
-        for summary, weight, baseline in zip(summaries, weights, baselines, strict=True)
-    ]
-    return {
-        "tasks": tasks,
-        "total_trials": sum(summary.trials for summary in summaries),
-        "weighted_latency_s": {
-            "naive": _weighted([s.baseline_latency_s for s in summaries], weights),
-            "best": _weighted([s.best.latency_s if s.best else None for s in summaries], weights),
-        },
-    }
-
-
-def _many_table(
-    names: list[str],
-    summaries: list[TuningSummary],
-    weights: list[float],
-    baselines: list[Baseline | None],
-) -> Table:
-    """One row per task: its signature's name and symbol values, naive vs best vs the
-    library, its share."""
-    table = Table(title=f"{len(summaries)} tasks on {summaries[0].target}")
-    columns = ("task", "symbols", "naive", "best", "speedup", "library", "vs library")
-    for column in (*columns, "trials", "weight", "tuning"):
-        table.add_column(column, justify="left" if column in ("task", "symbols") else "right")
-    rows = zip(names, summaries, weights, baselines, strict=True)
-    for name, summary, weight, baseline in rows:
-        speedup, versus = _speedup(summary), _versus(summary, baseline)
-        table.add_row(
-            name,
-            symbols_text(summary.symbols),
-            seconds(summary.baseline_latency_s),
-            seconds(summary.best.latency_s if summary.best else None),
-            f"{speedup:.1f}x" if speedup else "-",
-            seconds(baseline.latency_s) if baseline else "-",
-            f"{versus:.2f}x" if versus else "-",
-            str(summary.trials),
-            f"{weight:g}",
-            f"{summary.tuning_id} ({summary.status})",
-        )
-    naive = _weighted([s.baseline_latency_s for s in summaries], weights)
-    best = _weighted([s.best.latency_s if s.best else None for s in summaries], weights)
-    overall = f"{naive / best:.1f}x" if naive and best else "-"
-    total = str(sum(s.trials for s in summaries))
-    table.add_section()
-    table.add_row(
-        "weighted total", "", seconds(naive), seconds(best), overall, "", "", total, "", ""
-    )
-    return table
-
-
-def _summary_json(summary: TuningSummary, baseline: Baseline | None) -> dict[str, Any]:
-    best = summary.best
-    return {
-        "tuning_id": summary.tuning_id,
-        "status": str(summary.status),
-        "workload_key": summary.workload_key,
-        "target": summary.target,
-        "symbols": summary.symbols,
-        "strategy": summary.strategy,
-        "trials": summary.trials,
-        "trials_requested": summary.trials_requested,
-        "stop_reason": summary.stop_reason,
-        "baseline_latency_s": summary.baseline_latency_s,
-        "best": None
-        if best is None
-        else {
-            "latency_s": best.latency_s,
-            "config": best.config,
-            "artifact": best.artifact_sha256,
-            "record_id": best.record_id,
-        },
-        "speedup": _speedup(summary),
-        "gflops": _gflops(summary),
-        "library": None if baseline is None else asdict(baseline),
-        "vs_library": _versus(summary, baseline),
-        "failures": summary.failures,
-    }
-
-
-def _summary_table(name: str, summary: TuningSummary, baseline: Baseline | None) -> Table:
-    table = Table(title=f"{name} on {summary.target}", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    best = summary.best
-    speedup = _speedup(summary)
-    failures = ", ".join(f"{kind} {n}" for kind, n in summary.failures.items()) or "none"
-    naive = _latency(summary.baseline_latency_s, summary.flops)
-    if summary.baseline_latency_s is None and summary.trials:
-        naive = "no correct run (timed out or failed)"  # it is always measured first
-    rows = [
-        ("workload", summary.workload_key),
-        ("symbols", symbols_text(summary.symbols)),
-        ("trials", f"{summary.trials} of {summary.trials_requested} ({summary.strategy})"),
-        *([("stopped", summary.stop_reason)] if summary.stop_reason else []),
-        ("naive", naive),
-        ("best", _latency(best.latency_s if best else None, summary.flops)),
-        ("speedup", f"{speedup:.1f}x over naive" if speedup else "-"),
-        *_library_rows(summary, baseline),
-        ("failures", failures),
-        ("config", json.dumps(best.config) if best else "-"),
-        ("artifact", (best.artifact_sha256 if best else None) or "-"),
-        ("tuning", f"{summary.tuning_id} ({summary.status})"),
-    ]
-    for label, value in rows:
-        table.add_row(label, value)
-    return table
-
-
-def _library_rows(summary: TuningSummary, baseline: Baseline | None) -> list[tuple[str, str]]:
-    """The library the user already has, and how the tuned kernel compares with it."""
-    if baseline is None:
-        return []
-    versus = _versus(summary, baseline)
-    verdict = "-"
-    if versus:
-        verdict = f"{versus:.2f}x the {baseline.library} speed" + (
-            "" if versus >= 1 else f": {baseline.library} is faster here"
-        )
-    return [
-        (baseline.library, _latency(baseline.latency_s, summary.flops)),
-        ("vs library", verdict),
-    ]
-
-
-def _versus(summary: TuningSummary, baseline: Baseline | None) -> float | None:
-    """How many times faster the best kernel runs than the library (above 1: worth it)."""
-    if baseline is None or summary.best is None:
-        return None
-    return baseline.latency_s / summary.best.latency_s
-
-
-def _speedup(summary: TuningSummary) -> float | None:
-    if summary.best is None or not summary.baseline_latency_s:
-        return None
-    return summary.baseline_latency_s / summary.best.latency_s
-
-
-def _latency(latency_s: float | None, flops: int | None) -> str:
-    """A latency and, for programs with contractions, the GFLOP/s it amounts to: naive and
-    best side by side in the same units."""
-    if latency_s is None or flops is None:
-        return seconds(latency_s)
-    return f"{seconds(latency_s)}  ({flops / latency_s / 1e9:.3g} GFLOP/s)"
-
-
-def _gflops(summary: TuningSummary) -> float | None:
-    if summary.best is None or summary.flops is None:
-        return None
-    return summary.flops / summary.best.latency_s / 1e9
 
 
 def _shape(shape: tuple[int | str, ...]) -> str:
