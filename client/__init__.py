@@ -2,14 +2,14 @@
 kernels (and dispatch directories of several, from `tunehub.runtime`), and the `tunehub` CLI
 (`client.cli`)."""
 
-from tunehub.client.sdk import (
+from tunehub.client.errors import (
     ApiError,
-    Client,
     ClientError,
     NotFoundError,
     ServerUnreachable,
     TuningTimeout,
 )
+from tunehub.client.sdk import Client
 from tunehub.runtime import DispatchKernel, load_kernel, save_kernel
 
 __all__ = [

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tunehub.client.commands.common import UserError, read_signature, seconds
-from tunehub.client.commands.remote import progress_bar
+from tunehub.client.commands.summaries import progress_bar
 from tunehub.client.sdk import Client
 from tunehub.runtime import load_kernel
 from tunehub.runtime.backend import target_runtime

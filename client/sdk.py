@@ -16,21 +16,16 @@ of a symbol), and a symbolic workload's tuned values make a dispatch table:
 It speaks the API's own models (`schemas.api`) and needs only them and httpx, so an
 application can use it without the compiler, the workers or the server installed. Every error
 response becomes an `ApiError` carrying the server's one-line `detail`; a server that cannot
-be reached is a `ServerUnreachable`.
-
-Short outages are ridden out: a request that never reached the server (connection refused
-while the API restarts), and an idempotent one (GET) that lost its connection or was answered
-502, 503 or 504, is sent again with exponential backoff for up to `retry_s` seconds in all
-(TUNEHUB_RETRY_S, default 30; 0 turns it off). So `wait` outlives an API restart. A submission
-that may have reached the server is never sent twice. When the time is up, the error says how
-long and how many tries it took.
+be reached is a `ServerUnreachable` (`client.errors`). Short outages are ridden out: a request
+that never reached the server, or a lookup (GET) that lost its connection or met a gateway
+error, is sent again for up to `retry_s` seconds (`client.retry` says when), so `wait`
+outlives an API restart.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -42,6 +37,22 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from tunehub.client.errors import (
+    ApiError,
+    ClientError,
+    NotFoundError,
+    ServerUnreachable,
+    TuningTimeout,
+)
+from tunehub.client.retry import (
+    IDEMPOTENT,
+    RETRY_MAX_DELAY_S,
+    RETRY_START_S,
+    RETRY_STATUSES,
+    default_retry_s,
+    gave_up,
+    retry_after,
+)
 from tunehub.schemas.api import (
     DEFAULT_STRATEGY,
     SHA256_PATTERN,
@@ -75,14 +86,6 @@ POLL_START_S = 0.1
 POLL_FACTOR = 1.5
 POLL_MAX_S = 2.0
 FINISHED = frozenset({TuningStatus.DONE, TuningStatus.FAILED, TuningStatus.CANCELLED})
-# Retries through outages: the first after RETRY_START_S, each wait twice the last, at most
-# RETRY_MAX_DELAY_S (or the server's Retry-After), for RETRY_ENV seconds in all.
-RETRY_ENV = "TUNEHUB_RETRY_S"
-DEFAULT_RETRY_S = 30.0
-RETRY_START_S = 0.1
-RETRY_MAX_DELAY_S = 2.0
-IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS"})
-RETRY_STATUSES = frozenset({502, 503, 504})
 # What `download` writes: `kernel.<kind>` (kernel.so for CPU kernels, which
 # `runtime.load_kernel` loads; kernel.cubin or kernel.ptx for GPUs) and the metadata.
 METADATA = "metadata.json"
@@ -92,44 +95,6 @@ ViewT = TypeVar("ViewT", bound=BaseModel)
 PolledT = TypeVar("PolledT", TuningView, TuningGroupView)
 Task = TaskSignature | Mapping[str, Any]
 TargetLike = Target | str
-
-
-class ClientError(Exception):
-    """Anything the client could not do, with a message meant for people."""
-
-
-class ServerUnreachable(ClientError):
-    """No answer from the server (refused, timed out, DNS)."""
-
-
-class ApiError(ClientError):
-    """The server answered with an error: `status_code` and its one-line `detail`."""
-
-    def __init__(
-        self, status_code: int, detail: str, method: str, path: str, note: str = ""
-    ) -> None:
-        super().__init__(f"{method} {path}: HTTP {status_code}: {detail}{note}")
-        self.status_code = status_code
-        self.detail = detail
-        self.method = method
-        self.path = path
-
-
-class NotFoundError(ApiError):
-    """404: the tuning, workload, artifact or best kernel does not exist (yet)."""
-
-
-class TuningTimeout(ClientError):
-    """`wait` (or `wait_group`) gave up before the tuning (or group) finished; `tuning` is the
-    last view seen."""
-
-    def __init__(self, tuning: TuningView | TuningGroupView, timeout_s: float) -> None:
-        what = "tuning group" if isinstance(tuning, TuningGroupView) else "tuning"
-        super().__init__(
-            f"{what} {tuning.id} is still {tuning.status} after {timeout_s:g} s "
-            f"({tuning.trials_done}/{tuning.trials_total} trials)"
-        )
-        self.tuning = tuning
 
 
 @dataclass(frozen=True)
@@ -521,7 +486,7 @@ class Client:
             raise ClientError(f"{method} {path}: the answer is not JSON") from None
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request, sent again through an outage (the module's docstring says when)."""
+        """One request, sent again through an outage (`client.retry` says when)."""
         started = time.monotonic()
         delay = RETRY_START_S
         tries = 0
@@ -540,42 +505,14 @@ class Client:
                 if response.is_success:
                     return response
                 again = response.status_code in RETRY_STATUSES and method in IDEMPOTENT
-                wait = max(delay, _retry_after(response))
+                wait = max(delay, retry_after(response))
                 error = NotFoundError if response.status_code == 404 else ApiError
                 failure = error(response.status_code, _detail(response), method, path)
             left = self.retry_s - (time.monotonic() - started)
             if not again or left <= 0:
-                raise self._gave_up(failure, tries, time.monotonic() - started) from None
+                raise gave_up(failure, tries, time.monotonic() - started) from None
             time.sleep(min(wait, left))
             delay = min(delay * 2, RETRY_MAX_DELAY_S)
-
-    def _gave_up(self, failure: ClientError, tries: int, seconds: float) -> ClientError:
-        """`failure`, saying how long it was retried (as it was if it was not)."""
-        if tries == 1:
-            return failure
-        note = f" (gave up after {tries} tries over {seconds:.0f} s; {RETRY_ENV} sets how long)"
-        if isinstance(failure, ApiError):
-            return type(failure)(
-                failure.status_code, failure.detail, failure.method, failure.path, note
-            )
-        return type(failure)(f"{failure}{note}")
-
-
-def default_retry_s() -> float:
-    """TUNEHUB_RETRY_S, else DEFAULT_RETRY_S (a value that is not a number: the default)."""
-    try:
-        return max(0.0, float(os.environ.get(RETRY_ENV, DEFAULT_RETRY_S)))
-    except ValueError:
-        return DEFAULT_RETRY_S
-
-
-def _retry_after(response: httpx.Response) -> float:
-    """The server's `Retry-After` in seconds (0 when it gives none, or a date), at most
-    RETRY_MAX_DELAY_S."""
-    try:
-        return min(float(response.headers.get("retry-after", 0)), RETRY_MAX_DELAY_S)
-    except ValueError:
-        return 0.0
 
 
 def _signature(task: Task) -> TaskSignature:

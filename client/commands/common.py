@@ -1,6 +1,6 @@
 """What every `tunehub` command shares: one-line errors with exit codes, reading signature
-files and task sets, `--symbol NAME=VALUE[,VALUE...]` and the tasks it makes, `--weights`, the
-server options and the client they open, number formats."""
+files and task sets, `--target` and `--device`, `--symbol NAME=VALUE[,VALUE...]` and the tasks
+it makes, `--weights`, the server options and the client they open, number formats."""
 
 from __future__ import annotations
 
@@ -17,12 +17,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tunehub.schemas.signature import TaskSignature
+from tunehub.schemas.target import Target
+
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
     from tunehub.client.sdk import Client
+    from tunehub.compiler.ir import Program
     from tunehub.schemas.dispatch import DispatchTable
-    from tunehub.schemas.signature import TaskSignature
 
 SERVER_ENV, TOKEN_ENV = "TUNEHUB_SERVER", "TUNEHUB_TOKEN"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,14 +110,10 @@ def caller_device(device: str | None, target_text: str) -> str | None:
     if device != "here":
         return device
     from tunehub.schemas.record import UNKNOWN_DEVICE
-    from tunehub.schemas.target import Target
     from tunehub.worker.backend import worker_backend
     from tunehub.worker.device import fingerprint
 
-    try:
-        target = Target.parse(target_text)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
+    target = parse_target(target_text)
     if not target.complete:
         here = worker_backend(target).local_targets()
         if not here:
@@ -124,6 +123,27 @@ def caller_device(device: str | None, target_text: str) -> str | None:
     if model == UNKNOWN_DEVICE:
         raise UserError(f"--device here: this machine has no device that runs {target} code")
     return model
+
+
+def parse_target(text: str) -> Target:
+    """`--target` as a Target; UserError for one that is not."""
+    try:
+        return Target.parse(text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def target_here(target: Target) -> Target:
+    """An incomplete target completed to this machine's own ISA or GPU where it has one of
+    that kind (`cpu` -> `cpu:x86_64-avx2`); as given otherwise."""
+    from tunehub.worker.backend import worker_backend
+
+    if target.complete or not worker_backend(target).local_targets():
+        return target
+    try:
+        return worker_backend(target).resolve(target)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def server_options(command: F) -> F:
@@ -148,7 +168,8 @@ def server_options(command: F) -> F:
 def connect(server: str, token: str | None) -> Iterator[Client]:
     """A client of `server`; its errors become one-line CLI errors: the server's 4xx answers
     are the user's (exit 2), anything else tunehub's or the network's (exit 1)."""
-    from tunehub.client.sdk import ApiError, Client, ClientError
+    from tunehub.client.errors import ApiError, ClientError
+    from tunehub.client.sdk import Client
 
     try:
         with Client(server, token) as client:
@@ -191,6 +212,26 @@ def read_signature(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise UserError(f"{path}: a task signature is a JSON object")
     return document
+
+
+def load_signature(path: Path) -> tuple[TaskSignature, Program]:
+    """The signature in `path` and its validated program; UserError for anything wrong."""
+    return load_document(read_signature(path), str(path))
+
+
+def load_document(document: dict[str, Any], where: str) -> tuple[TaskSignature, Program]:
+    """A signature document and its validated program; UserError (naming `where`) for
+    anything wrong."""
+    from pydantic import ValidationError
+
+    from tunehub.compiler.errors import SignatureError
+    from tunehub.compiler.program import load
+
+    try:
+        program = load(document)
+        return TaskSignature.model_validate(document), program
+    except (SignatureError, ValidationError) as exc:
+        raise UserError(f"{where}: {exc}") from exc
 
 
 def read_tasks(

@@ -16,6 +16,7 @@ from tunehub.client.commands.common import (
     UserError,
     one_line,
     parse_symbols,
+    parse_target,
     read_signature,
     seconds,
     symbol_option,
@@ -182,12 +183,8 @@ def _program(path: Path) -> Program:
 
 def _space(program: Program, arch: str) -> tuple[Target, ProgramSpace]:
     from tunehub.compiler.space import space_for
-    from tunehub.schemas.target import Target
 
-    try:
-        cuda = Target.parse(f"cuda:{arch}")
-    except ValueError as exc:
-        raise UserError(one_line(str(exc))) from exc
+    cuda = parse_target(f"cuda:{arch}")
     return cuda, space_for(program, cuda)
 
 

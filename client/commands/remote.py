@@ -1,11 +1,10 @@
 """Commands against a tunehub server, through the client SDK: submit, status, best, download,
-workers. Each parses its options, makes one SDK call (or a poll) and formats the answer."""
+workers. Each parses its options, makes one SDK call (or a poll) and prints the answer (its
+tables and progress bars: `summaries`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,14 +30,14 @@ from tunehub.client.commands.common import (
     show_dispatch,
     symbol_option,
     symbol_tasks,
-    symbols_text,
 )
+from tunehub.client.commands.summaries import group_table, progress_bar, record_table, tuning_table
 from tunehub.schemas.api import DEFAULT_STRATEGY, GroupTask, TuningGroupView
 from tunehub.schemas.signature import TaskSignature
 
 if TYPE_CHECKING:
     from tunehub.client.sdk import Client
-    from tunehub.schemas.api import RecordView, TuningView
+    from tunehub.schemas.api import TuningView
 
 _TARGET_HELP = "cpu[:ISA] or cuda[:sm_XX]; without ISA/arch: whatever the workers have."
 
@@ -350,86 +349,6 @@ def workers(as_json: bool, server: str, token: str | None) -> None:
 COMMANDS = [submit, status, best, download, workers]
 
 
-def tuning_table(tuning: TuningView) -> Table:
-    """A tuning as a two-column table: progress, then its best kernel so far."""
-    table = Table(title=f"tuning {tuning.id}", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    rows = [
-        ("status", str(tuning.status) + (f": {tuning.error}" if tuning.error else "")),
-        ("workload", tuning.workload_key),
-        ("target", tuning.target),
-        ("symbols", symbols_text(tuning.symbols)),
-        ("trials", f"{tuning.trials_done} of {tuning.trials_total} ({tuning.strategy})"),
-        *([("time limit", f"{tuning.time_limit_s:g} s")] if tuning.time_limit_s else []),
-        *([("stopped", tuning.stop_reason)] if tuning.stop_reason else []),
-        ("best", seconds(tuning.best.latency_s) if tuning.best else "-"),
-        ("artifact", (tuning.best.artifact_sha256 if tuning.best else None) or "-"),
-    ]
-    for label, value in rows:
-        table.add_row(label, value)
-    return table
-
-
-def group_table(group: TuningGroupView) -> Table:
-    """A group as one row per task (its tuning), then the weighted total of their bests."""
-    status = str(group.status) + (f": {group.error}" if group.error else "")
-    limit = f", time limit {group.time_limit_s:g} s" if group.time_limit_s else ""
-    stopped = next((t.stop_reason for t in group.tunings if t.stop_reason), None)
-    title = (
-        f"tuning group {group.id} on {group.target}: {status}, "
-        f"{group.trials_done} of {group.trials_total} trials ({group.strategy}){limit}"
-        + (f"; stopped: {stopped}" if stopped else "")
-    )
-    table = Table(title=title)
-    for column in ("tuning", "workload", "symbols", "weight", "status", "trials", "best"):
-        table.add_column(column, justify="right" if column in ("weight", "trials") else "left")
-    for tuning, weight in zip(group.tunings, group.weights, strict=True):
-        table.add_row(
-            str(tuning.id),
-            tuning.workload_key[:12],
-            symbols_text(tuning.symbols),
-            f"{weight:g}",
-            str(tuning.status),
-            str(tuning.trials_done),
-            seconds(tuning.best.latency_s) if tuning.best else "-",
-        )
-    table.add_section()
-    table.add_row("weighted total", "", "", "", "", "", seconds(_weighted_best(group)))
-    return table
-
-
-def record_table(record: RecordView) -> Table:
-    table = Table(title=f"best kernel of {record.workload_key[:12]}", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    rows = [
-        ("latency", seconds(record.latency_s)),
-        ("target", record.target),
-        ("symbols", symbols_text(record.symbols)),
-        ("config", json.dumps(record.config)),
-        ("artifact", record.artifact_sha256 or "-"),
-        ("device", ", ".join(filter(None, (record.device, record.driver, record.toolkit)))),
-        ("record", f"{record.id} (tuning {record.tuning_id}, {record.created_at:%Y-%m-%d %H:%M})"),
-        ("machine", ", ".join(f"{k}={v}" for k, v in sorted(record.machine.items())) or "-"),
-    ]
-    for label, value in rows:
-        table.add_row(label, value)
-    return table
-
-
-def _weighted_best(group: TuningGroupView) -> float | None:
-    """The model's latency as the group stands: every task's best times its weight (None
-    until every task has a verified kernel)."""
-    if any(tuning.best is None for tuning in group.tunings):
-        return None
-    return sum(
-        weight * tuning.best.latency_s
-        for tuning, weight in zip(group.tunings, group.weights, strict=True)
-        if tuning.best is not None and tuning.best.latency_s is not None
-    )
-
-
 def _watch(client: Client, tuning_id: int, *, quiet: bool) -> TuningView:
     """`client.wait` with a progress bar on stderr (none when `quiet`)."""
     with progress_bar(enabled=not quiet) as on_progress:
@@ -440,45 +359,6 @@ def _watch_group(client: Client, group_id: int, *, quiet: bool) -> TuningGroupVi
     """`client.wait_group` with a progress bar on stderr (none when `quiet`)."""
     with progress_bar(enabled=not quiet) as on_progress:
         return client.wait_group(group_id, on_progress=on_progress)
-
-
-@contextmanager
-def progress_bar(
-    *, enabled: bool = True
-) -> Iterator[Callable[[TuningView | TuningGroupView], None] | None]:
-    """A rich progress bar on stderr, fed with the views `Client.wait` (or `wait_group`)
-    polls; a group's best is its weighted total."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.fields[what]} {task.fields[id]}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}  best {task.fields[best]}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-    ) as bar:
-        task = bar.add_task("tuning", total=None, what="tuning", id="", status="", best="-")
-
-        def update(view: TuningView | TuningGroupView) -> None:
-            if isinstance(view, TuningGroupView):
-                what, best = "tuning group", _weighted_best(view)
-            else:
-                what, best = "tuning", view.best.latency_s if view.best else None
-            bar.update(
-                task,
-                total=view.trials_total,
-                completed=view.trials_done,
-                what=what,
-                id=view.id,
-                status=str(view.status),
-                best=seconds(best),
-            )
-
-        yield update
 
 
 def _signature(document: dict[str, Any], where: str) -> TaskSignature:

@@ -17,7 +17,8 @@ from tests.api.api_process import ApiProcess, api_env, uvicorn_factory
 from tests.cli_process import tunehub_argv
 from tests.service.redis_server import RedisServer, redis_server_binary
 from tests.signatures import AXPY
-from tunehub.client.sdk import Client, ServerUnreachable
+from tunehub.client.errors import ServerUnreachable
+from tunehub.client.sdk import Client
 from tunehub.schemas.api import TuningView
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature

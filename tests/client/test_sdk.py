@@ -17,14 +17,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.e2e.kernels import run_and_check
 from tests.service.redis_server import redis_server_binary
 from tests.signatures import row_matmul
-from tunehub.client.sdk import (
+from tunehub.client.errors import (
     ApiError,
-    Client,
     ClientError,
     NotFoundError,
     ServerUnreachable,
     TuningTimeout,
 )
+from tunehub.client.sdk import Client
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
 from tunehub.schemas.api import Scope

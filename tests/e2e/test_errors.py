@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import Service, example
-from tunehub.client.sdk import ApiError, Client, NotFoundError
+from tunehub.client.errors import ApiError, NotFoundError
+from tunehub.client.sdk import Client
 
 ZEROS = "0" * 64
 MATMUL: dict[str, Any] = json.loads(example("matmul_128").read_text())

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service
-from tunehub.client.sdk import ApiError, Client, NotFoundError, TuningTimeout
+from tunehub.client.errors import ApiError, NotFoundError, TuningTimeout
+from tunehub.client.sdk import Client
 from tunehub.schemas.api import GroupTask
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature

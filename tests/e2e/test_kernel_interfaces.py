@@ -15,7 +15,8 @@ from tests.cli_process import run_tunehub
 from tests.e2e.conftest import Service
 from tests.signatures import UNIT_AXES_SHAPES, unit_axes_trio
 from tunehub.client import load_kernel
-from tunehub.client.sdk import ApiError, Client
+from tunehub.client.errors import ApiError
+from tunehub.client.sdk import Client
 
 
 def _signatures(tmp_path: Path, name: str) -> list[Path]:
