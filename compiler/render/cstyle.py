@@ -477,9 +477,27 @@ class CStyleRenderer(CHelpers):
         values = [self.value(a, expr.dtype) for a in args]
         if fn == "fma":
             return f"({values[0]} * {values[1]} + {values[2]})"
+        power = _small_power(args[1]) if fn == "pow" and dtypes.is_float(expr.dtype) else None
+        if power is not None:
+            # A small integer power as multiplies: vector code, where a call to pow is not.
+            return "(" + " * ".join([values[0]] * power) + ")"
         if fn in ("floor", "ceil") and not dtypes.is_float(scalar(expr.dtype)):
             return values[0]
         return f"{self.math(fn, expr.dtype)}({', '.join(values)})"
+
+
+# The integer powers `pow(x, n)` renders as `x * x ...` (a gelu's cube, a variance's square).
+_SMALL_POWERS = (1, 2, 3, 4)
+
+
+def _small_power(exponent: Expr) -> int | None:
+    """The exponent as one of `_SMALL_POWERS`, where it is that constant."""
+    while isinstance(exponent, Cast):
+        exponent = exponent.x
+    if not isinstance(exponent, Const) or isinstance(exponent.value, bool):
+        return None
+    value = float(exponent.value)
+    return int(value) if value in _SMALL_POWERS else None
 
 
 def rounded(value: Expr, dtype: str) -> Expr:

@@ -263,6 +263,35 @@ def test_signature_names_cannot_clash_with_c() -> None:
     np.testing.assert_allclose(y, np.exp(x), rtol=1e-6)
 
 
+def test_a_small_integer_power_is_multiplies() -> None:
+    """`pow(x, 3.0)` (a tanh-GELU's cube) is `x * x * x`, which vectorizes; another exponent
+    stays a call of pow."""
+    i = var("i")
+    x = Load("X", (i,), "float32")
+    cube = Call("pow", (x, Const(3.0, "float32")), "float32")
+    root = Call("pow", (x, Const(0.5, "float32")), "float32")
+    fn = Function(
+        "powers",
+        (Buffer("X", "float32", (8,)),),
+        (Buffer("C", "float32", (8,)), Buffer("R", "float32", (8,))),
+        (),
+        For(
+            "i",
+            const(8),
+            seq(Store("C", (i,), cube), Store("R", (i,), root)),
+            "vectorize",
+            factor=8,
+        ),
+    )
+    kernel = kernel_of(fn)
+    assert "(X_[i] * X_[i] * X_[i])" in kernel.source and "powf(" in kernel.source
+    x_values = np.linspace(0.1, 2, 8, dtype=np.float32)
+    outputs = {"X": x_values, "C": np.zeros(8, np.float32), "R": np.zeros(8, np.float32)}
+    assert call(kernel, outputs, {}) == 0
+    np.testing.assert_allclose(outputs["C"], x_values**3, rtol=1e-6)
+    np.testing.assert_allclose(outputs["R"], np.sqrt(x_values), rtol=1e-6)
+
+
 def test_constants_and_int64_extremes() -> None:
     consts = [
         Const(float("inf"), "float32"),
