@@ -1,8 +1,8 @@
 """Tuned kernels inside PyTorch (`pip install tunehub[torch]`): `optimize(model,
 example_inputs, source)` returns the model with every task that has a verified kernel in
 `source` (a tunehub server's URL, or a tuning database), faster here than the ops it
-replaces, running that kernel as the `tunehub::task` custom op; `.report` says which tasks
-do and why the others do not.
+replaces, running that kernel where the ops were; `.report` says which tasks do and why the
+others do not, and whether the whole module beat the eager one.
 
     from tunehub.torch import optimize
     fast = optimize(model, (x,), "http://127.0.0.1:8000")

@@ -1,20 +1,18 @@
-"""A task's kernel as a `torch.library` custom op, `tunehub::task`, with its fallback.
+"""A task's kernel as the optimized graph calls it, with the ops it replaced as its fallback.
 
-The optimized graph calls `tunehub::task(call, tensors, sizes)` where the task's ops were:
-`call` names a `TaskCall` (the kernel, the ops it replaced, the symbol ranges it serves),
+The optimized graph calls a `TaskCall` where the task's ops were, `call(tensors, sizes)`:
 `tensors` are the task's inputs in signature order (then any other tensor its ops read),
-`sizes` the shape values its ops read (a dynamic reshape's). Each call binds the symbols from
-the inputs' shapes; within the dispatch table's ranges it runs the kernel tuned nearest on the
-tensors' memory (CPU: the kernel's C entry on `data_ptr()`s, no copies; CUDA: launched on the
-current stream), and otherwise the replaced ops. The op's fake implementation is the replaced
-ops too, so the optimized module traces like the original.
+`sizes` the shape values its ops read (a dynamic reshape's). Within the dispatch table's
+ranges it runs the kernel tuned nearest on the tensors' memory (CPU: the kernel's C entry on
+`data_ptr()`s, no copies; CUDA: launched on the current stream), and otherwise the replaced
+ops. It is a plain Python call, not a `torch.library` custom op: a custom op's dispatch cost
+about twice an ATen op's call, more than a small kernel's run. What a call needs beyond its
+outputs (the symbols' values, the entry, the outputs' shapes and dtypes) depends on the
+inputs' shapes alone, so it is worked out once per shape (`_Plan`).
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +21,15 @@ import torch
 
 from tunehub.runtime.dispatch import DispatchKernel
 
-# The live calls, by name (numbered in this process): the optimized modules hold them, the op
-# finds them here.
-_CALLS: weakref.WeakValueDictionary[str, TaskCall] = weakref.WeakValueDictionary()
-_NUMBERS = itertools.count()
+
+@dataclass(frozen=True)
+class _Plan:
+    """How a call with inputs of one set of shapes runs: its symbols' values, the kernel,
+    and each output's shape and dtype."""
+
+    symbols: dict[str, int]
+    kernel: Any
+    outputs: tuple[tuple[tuple[int, ...], torch.dtype], ...]
 
 
 @dataclass(eq=False)
@@ -37,53 +40,68 @@ class TaskCall:
     fallback: torch.fx.GraphModule  # the replaced ops: (*tensors, *sizes) -> outputs
     inputs: int  # how many of `tensors` the kernel takes
     device: str  # the device type its kernels run on (`torch.device.type`)
+    name: str = "task"
     stats: dict[str, int] = field(default_factory=lambda: {"kernel": 0, "fallback": 0})
-    name: str = field(default_factory=lambda: f"call{next(_NUMBERS)}")
+    _plans: dict[tuple[Any, ...], _Plan | None] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self) -> None:
-        _CALLS[self.name] = self
+    @property
+    def __name__(self) -> str:  # how the fx graph's printed code names the call
+        return self.name
 
     def symbols(self, tensors: Sequence[torch.Tensor]) -> dict[str, int] | None:
         """The symbols' values these inputs bind, or None where the kernel cannot take them
         (another device, shapes or dtypes off the signature, a symbol outside the tuned
         table's range)."""
-        if any(t.device.type != self.device for t in tensors[: self.inputs]):
+        plan = self._plan(tensors)
+        return None if plan is None else plan.symbols
+
+    def __call__(self, tensors: Sequence[torch.Tensor], sizes: Sequence[int]) -> list[Any]:
+        plan = self._plan(tensors)
+        if plan is None:
+            self.stats["fallback"] += 1
+            return list(self.fallback(*tensors, *sizes))
+        self.stats["kernel"] += 1
+        return self._launch(plan, tensors[: self.inputs])
+
+    def run(self, inputs: Sequence[torch.Tensor], values: dict[str, int]) -> list[torch.Tensor]:
+        """The kernel tuned nearest `values`, on `inputs` (which it takes: `symbols`)."""
+        plan = self._plan(inputs)
+        assert plan is not None and plan.symbols == values, "inputs the kernel does not take"
+        return self._launch(plan, inputs)
+
+    def _launch(self, plan: _Plan, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        device = inputs[0].device
+        outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan.outputs]
+        inputs = [aligned(t) for t in inputs]
+        if inputs[0].is_cuda:
+            plan.kernel(*inputs, out=outputs)  # torch's current stream
+        else:
+            plan.kernel.launch([t.data_ptr() for t in (*inputs, *outputs)], plan.symbols)
+        return outputs
+
+    def _plan(self, tensors: Sequence[torch.Tensor]) -> _Plan | None:
+        """The plan of inputs of these shapes, worked out on their first call."""
+        inputs = tensors[: self.inputs]
+        key = tuple((t.shape, t.dtype, t.device.type) for t in inputs)
+        if key not in self._plans:
+            self._plans[key] = self._new_plan(inputs)
+        return self._plans[key]
+
+    def _new_plan(self, inputs: Sequence[torch.Tensor]) -> _Plan | None:
+        if any(t.device.type != self.device for t in inputs):
             return None
         arguments = self.kernel.arguments
-        shapes = [(tuple(t.shape), _dtype(t)) for t in tensors[: self.inputs]]
         try:
-            values = arguments.bind(shapes, {})
+            values = arguments.bind([(tuple(t.shape), _dtype(t)) for t in inputs], {})
         except ValueError:
             return None
         ranges = self.kernel.table.ranges
         if any(not (r.min <= values[name] <= r.max) for name, r in ranges.items()):
             return None
-        return values
-
-    def __call__(self, tensors: Sequence[torch.Tensor], sizes: Sequence[int]) -> list[Any]:
-        values = self.symbols(tensors)
-        if values is None:
-            self.stats["fallback"] += 1
-            return _fresh(self.fallback(*tensors, *sizes), tensors)
-        self.stats["kernel"] += 1
-        return self.run(tensors[: self.inputs], values)
-
-    def run(self, inputs: Sequence[torch.Tensor], values: dict[str, int]) -> list[torch.Tensor]:
-        """The kernel tuned nearest `values`, on `inputs` (which it takes: `symbols`)."""
         index = self.kernel.table.entries.index(self.kernel.table.select(values))
-        kernel = self.kernel.kernel(index)
-        arguments = self.kernel.arguments
-        device = inputs[0].device
-        outputs = [
-            torch.empty(shape, dtype=getattr(torch, arg.dtype), device=device)
-            for arg, shape in zip(arguments.outputs, arguments.output_shapes(values), strict=True)
-        ]
-        inputs = [aligned(t) for t in inputs]
-        if inputs[0].is_cuda:
-            kernel(*inputs, out=outputs)  # torch's current stream
-        else:
-            kernel.launch([t.data_ptr() for t in (*inputs, *outputs)], values)
-        return outputs
+        shapes = arguments.output_shapes(values)
+        dtypes = [getattr(torch, arg.dtype) for arg in arguments.outputs]
+        return _Plan(values, self.kernel.kernel(index), tuple(zip(shapes, dtypes, strict=True)))
 
 
 def aligned(tensor: torch.Tensor) -> torch.Tensor:
@@ -95,26 +113,3 @@ def aligned(tensor: torch.Tensor) -> torch.Tensor:
 
 def _dtype(tensor: torch.Tensor) -> str:
     return str(tensor.dtype).removeprefix("torch.")
-
-
-def _fresh(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> list[Any]:
-    """The outputs, each copied if it shares memory with an input (a custom op's outputs may
-    not alias its inputs; replaced ops that only reshape would)."""
-    held = {t.untyped_storage().data_ptr() for t in inputs}
-    return [o.clone() if o.untyped_storage().data_ptr() in held else o for o in outputs]
-
-
-@functools.cache
-def task_op() -> Any:
-    """`torch.ops.tunehub.task.default`, defined on first use (importing this module defines
-    nothing)."""
-
-    @torch.library.custom_op("tunehub::task", mutates_args=())
-    def task(call: str, tensors: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
-        return _CALLS[call](tensors, sizes)
-
-    @task.register_fake
-    def _(call: str, tensors: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor]:
-        return list(_CALLS[call].fallback(*tensors, *sizes))
-
-    return torch.ops.tunehub.task.default

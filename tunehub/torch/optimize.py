@@ -1,13 +1,16 @@
 """`optimize(model, example_inputs, source)`: a module whose tasks run tuned kernels.
 
 The model is exported (`frontends.torch_export.trace`: the same tasks `tunehub extract
---torch` lists), and each task found in its graph is looked up in `source` by workload key.
-A task's kernel replaces its ops only if, on the example inputs, it (1) matches the ops'
-outputs within its dtype's tolerance (`compiler.verify`) and (2) runs faster than those ops
-run eagerly here, both measured now on this machine and these threads: a kernel tuned on
-another machine, or a task eager PyTorch already runs well, keeps the original ops. The
-replaced ops become one `tunehub::task` call (`calls`), which still runs them for a shape the
-kernels do not serve. The report says, task by task, what runs and why.
+--torch` lists), its constants folded (`constants`), and each task found in its graph is
+looked up in `source` by workload key. A workload's kernel replaces its ops, at every place
+the model runs it, only if on the example inputs it (1) matches the ops' outputs at each of
+those places within its dtype's tolerance, shapes and dtypes included (`compiler.verify`),
+and (2) runs faster than those ops run eagerly here (`decide`'s rule), both measured now on
+this machine and these threads: a kernel tuned on another machine, or a task eager PyTorch
+already runs well, keeps the original ops. The replaced ops become one call of a
+`calls.TaskCall`, which still runs them for a shape the kernels do not serve. Last, the whole
+optimized module is timed against the eager one by the same rule. The report says, task by
+task, what runs and why, and whether the optimized module is the faster.
 """
 
 from __future__ import annotations
@@ -26,54 +29,89 @@ import torch
 
 from tunehub.frontends import torch_export
 from tunehub.frontends.taskset import Binding, Found
-from tunehub.torch.calls import TaskCall, task_op
+from tunehub.runtime.dispatch import DispatchKernel
+from tunehub.torch.calls import TaskCall
 from tunehub.torch.constants import fold
 from tunehub.torch.source import KernelSource, NoKernel
 from tunehub.torch.subgraph import subgraph
 
 Nodes = list[torch.fx.Node]
-# Measuring a task: at least this many runs of each side, for at least this long in all.
-MIN_RUNS, MIN_SECONDS = 9, 0.2
+# Timing two ways of computing one thing: at least this many rounds, each timing both once
+# in turn, for at least this long in all (a task; the whole module).
+MIN_ROUNDS, TASK_SECONDS, MODULE_SECONDS = 9, 0.3, 1.0
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two ways of computing one thing, timed in alternated rounds (seconds per round): the
+    kernel (or the optimized module) wins only if its slower quartile is below the eager
+    side's faster quartile (divided by `min_speedup`), so that noise never decides."""
+
+    eager: tuple[float, float, float]  # the first quartile, the median, the third
+    fast: tuple[float, float, float]
+    min_speedup: float = 1.0
+
+    @property
+    def won(self) -> bool:
+        return self.fast[2] * self.min_speedup < self.eager[0]
+
+    def __str__(self) -> str:
+        def spread(q: tuple[float, float, float]) -> str:
+            return f"{_us(q[1])} (quartiles {_us(q[0])}-{_us(q[2])})"
+
+        bar = "eager's first quartile"
+        if self.min_speedup not in (0, 1):
+            bar += f" / {self.min_speedup:g}"
+        verdict = "below" if self.won else "not below"
+        against = f"{spread(self.fast)} against eager {spread(self.eager)}"
+        return f"{against}: third quartile {verdict} {bar}"
 
 
 @dataclass(frozen=True)
 class TaskReport:
-    """One task occurrence: whether it runs a tuned kernel (`tuned`), and why (`reason`)."""
+    """One task occurrence: whether it runs a tuned kernel (`tuned`), why (`reason`), and
+    its workload's race, which decided (None where none ran)."""
 
     name: str
     workload_key: str
     source_ops: list[str]
     tuned: bool
     reason: str
-    eager_s: float | None = None
-    kernel_s: float | None = None
+    race: Race | None = None
 
 
 @dataclass
 class Report:
-    """What `optimize` did, task by task, in graph order."""
+    """What `optimize` did, task by task in graph order, and the race of the whole
+    optimized module against the eager one (`module`; None before it ran)."""
 
     target: str
     tasks: list[TaskReport] = field(default_factory=list)
+    module: Race | None = None
 
     @property
     def tuned(self) -> list[TaskReport]:
         return [t for t in self.tasks if t.tuned]
 
+    @property
+    def faster(self) -> bool | None:
+        """Whether the optimized module beat the eager one (None: not raced)."""
+        return None if self.module is None else self.module.won
+
     def __str__(self) -> str:
         lines = [f"tunehub.torch on {self.target}: {len(self.tuned)}/{len(self.tasks)} tasks tuned"]
         for t in self.tasks:
-            times = ""
-            if t.eager_s is not None and t.kernel_s is not None:
-                times = f" (eager {t.eager_s * 1e6:.0f} us, kernel {t.kernel_s * 1e6:.0f} us)"
             state = "kernel" if t.tuned else "eager "
             ops = ", ".join(t.source_ops[:3]) + (", ..." if len(t.source_ops) > 3 else "")
-            lines.append(f"  {state} {t.name} [{t.workload_key[:12]}] {ops}: {t.reason}{times}")
+            lines.append(f"  {state} {t.name} [{t.workload_key[:12]}] {ops}: {t.reason}")
+        if self.module is not None:
+            verdict = "faster" if self.module.won else "NOT faster: keep using the eager module"
+            lines.append(f"whole module, one forward pass: {self.module} ({verdict})")
         return "\n".join(lines)
 
 
 class OptimizedModule(torch.nn.Module):
-    """The exported graph with tuned tasks as `tunehub::task` calls; inference only (weights
+    """The exported graph with tuned tasks as `TaskCall`s; inference only (weights
     are detached, the op has no backward)."""
 
     def __init__(
@@ -131,18 +169,33 @@ def optimize(
     graph = _without_metadata_checks(copy.deepcopy(program.graph_module))
     folded = fold(graph, (traced.nodes[v] for v in traced.folded if v in traced.nodes))
     rewriter = _Rewriter(graph, traced.nodes, values, folded)
-    report, calls = Report(target), []
+    occurrences: dict[str, list[Found]] = {}
     for found in traced.found:
-        key = _key(found)
-        decision = rewriter.decide(found, key, kernels, min_speedup)
-        report.tasks.append(decision.report)
-        if decision.call is not None:
-            rewriter.replace(found, decision.call)
-            calls.append(decision.call)
+        occurrences.setdefault(_key(found), []).append(found)
+    chosen: dict[int, TaskCall] = {}
+    reports: dict[int, TaskReport] = {}
+    for key, founds in occurrences.items():
+        decided = rewriter.decide(key, founds, kernels, min_speedup)
+        for found, decision in zip(founds, decided, strict=True):
+            reports[id(found)] = decision.report
+            if decision.call is not None:
+                chosen[id(found)] = decision.call
+    report = Report(target, [reports[id(found)] for found in traced.found])
+    calls = []
+    for found in traced.found:
+        if id(found) in chosen:
+            rewriter.replace(found, chosen[id(found)])
+            calls.append(chosen[id(found)])
     graph.graph.eliminate_dead_code()
     graph.recompile()
     users = sum(1 for c in constants if c is None)
     module = OptimizedModule(graph, constants, users, program.call_spec.out_spec, calls, report)
+    if calls:
+        with torch.no_grad():
+            eager, fast = (lambda: model(*inputs)), (lambda: module(*inputs))
+            report.module = _race(eager, fast, inputs[0].is_cuda, 1.0, MODULE_SECONDS)
+        for call in calls:  # count the user's calls
+            call.stats.update(kernel=0, fallback=0)
     if verbose:
         print(report)
     return module
@@ -154,8 +207,27 @@ class _Decision:
     call: TaskCall | None = None
 
 
+@dataclass
+class _Occurrence:
+    """One place the model runs a workload, ready to run either way."""
+
+    found: Found
+    call: TaskCall
+    tensors: list[Any]  # the example's values of the call's tensors
+    sizes: list[Any]  # and of its sizes
+    expected: list[Any]  # and of the task's outputs
+    symbols: dict[str, int] | None  # None: the kernel cannot take these shapes
+
+    def eager(self) -> Any:
+        return self.call.fallback(*self.tensors, *self.sizes)
+
+    def kernel(self) -> Any:
+        assert self.symbols is not None
+        return self.call.run(self.tensors[: self.call.inputs], self.symbols)
+
+
 class _Rewriter:
-    """Decides each task on the example values and rewrites the graph for those tuned."""
+    """Decides each workload on the example values and rewrites the graph for those tuned."""
 
     def __init__(
         self,
@@ -172,54 +244,77 @@ class _Rewriter:
         self.replaced: dict[torch.fx.Node, torch.fx.Node] = dict(folded)
 
     def decide(
-        self, found: Found, key: str, kernels: KernelSource, min_speedup: float
-    ) -> _Decision:
-        name, sources = found.signature.name, [s.name for s in found.sources]
+        self, key: str, founds: list[Found], kernels: KernelSource, min_speedup: float
+    ) -> list[_Decision]:
+        """One decision for every place the model runs workload `key`: its kernel runs at
+        those where it takes the example's shapes if it is right at each of them and its
+        race against their eager ops, summed per round, is won."""
 
-        def eager(reason: str, **times: float) -> _Decision:
-            return _Decision(TaskReport(name, key, sources, False, reason, **times))
+        def eager(found: Found, reason: str, race: Race | None = None) -> _Decision:
+            sources = [s.name for s in found.sources]
+            return _Decision(TaskReport(found.signature.name, key, sources, False, reason, race))
 
-        binding = found.binding
-        if binding is None or not all(v in self.nodes for v in binding.inputs):
-            return eager("its inputs are not all tensors of the graph")
         try:
             kernel = kernels.kernel(key)
         except NoKernel as exc:
-            return eager(str(exc))
-        members, inputs, extras, sizes, outputs = self._group(binding)
+            return [eager(found, str(exc)) for found in founds]
+        ready: dict[int, _Occurrence] = {}
+        for n, found in enumerate(founds):
+            binding = found.binding
+            if binding is not None and all(v in self.nodes for v in binding.inputs):
+                ready[n] = self._occurrence(found, kernel)
+        runnable = [o for o in ready.values() if o.symbols is not None]
+        for o in runnable:
+            assert o.symbols is not None  # runnable
+            mismatch = _mismatch(o.found, o.expected, o.kernel(), o.symbols)
+            if mismatch:
+                why = f"its kernel's output differs from eager: {mismatch}"
+                return [eager(found, why) for found in founds]
+        race = None
+        if runnable:
+            race = _race(
+                lambda: [o.eager() for o in runnable],
+                lambda: [o.kernel() for o in runnable],
+                runnable[0].tensors[0].is_cuda,
+                min_speedup,
+                TASK_SECONDS,
+            )
+        decisions = []
+        for n, found in enumerate(founds):
+            if n not in ready:
+                decisions.append(eager(found, "its inputs are not all tensors of the graph"))
+                continue
+            occurrence = ready[n]
+            if occurrence.symbols is None:
+                why = "the example inputs are outside the tuned kernels' shapes or ranges"
+                decisions.append(eager(found, why))
+            elif race is not None and not (race.won or min_speedup == 0):
+                decisions.append(eager(found, f"its kernel is not faster: {race}", race))
+            else:
+                entry = kernel.table.select(occurrence.symbols)
+                tuned_at = entry.symbols or "fixed shapes"
+                why = f"tuned kernel (record {entry.record.id}, tuned at {tuned_at}): {race}"
+                sources = [s.name for s in found.sources]
+                report = TaskReport(found.signature.name, key, sources, True, why, race)
+                decisions.append(_Decision(report, occurrence.call))
+        return decisions
+
+    def _occurrence(self, found: Found, kernel: DispatchKernel) -> _Occurrence:
+        assert found.binding is not None
+        members, inputs, extras, sizes, outputs = self._group(found.binding)
         fallback = subgraph(members, [*inputs, *extras, *sizes], outputs)
         tensors = [self._value(n) for n in (*inputs, *extras)]
-        call = TaskCall(kernel, fallback, len(inputs), tensors[0].device.type)
-        size_values = [self._value(n) for n in sizes]
-        symbols = call.symbols(tensors)
-        if symbols is None:
-            return eager("the example inputs are outside the tuned kernels' shapes or ranges")
+        call = TaskCall(kernel, fallback, len(inputs), tensors[0].device.type, found.signature.name)
+        known = [self._value(n) for n in sizes]
         expected = [self._value(n) for n in outputs]
-        got = call.run(tensors[: call.inputs], symbols)
-        mismatch = _mismatch(found, expected, got, symbols)
-        if mismatch:
-            return eager(f"its kernel's output differs from eager: {mismatch}")
-        eager_s, kernel_s = _race(
-            lambda: fallback(*tensors, *size_values),
-            lambda: call.run(tensors[: call.inputs], symbols),
-            tensors[0].is_cuda,
-        )
-        if not eager_s > min_speedup * kernel_s:
-            why = f"its kernel is not {min_speedup:g}x as fast as eager"
-            if min_speedup == 1:
-                why = "its kernel is not faster than eager"
-            return eager(why, eager_s=eager_s, kernel_s=kernel_s)
-        entry = kernel.table.select(symbols)
-        why = f"tuned kernel (record {entry.record.id}, tuned at {entry.symbols or 'fixed shapes'})"
-        report = TaskReport(name, key, sources, True, why, eager_s, kernel_s)
-        return _Decision(report, call)
+        return _Occurrence(found, call, tensors, known, expected, call.symbols(tensors))
 
     def replace(self, found: Found, call: TaskCall) -> None:
         assert found.binding is not None
         members, inputs, extras, sizes, outputs = self._group(found.binding)
         graph, inside = self.graph.graph, set(members)
         with graph.inserting_after(members[-1]):
-            node = graph.call_function(task_op(), (call.name, [*inputs, *extras], sizes))
+            node = graph.call_function(call, ([*inputs, *extras], sizes))
         previous = node
         for index, output in enumerate(outputs):
             with graph.inserting_after(previous):
@@ -307,11 +402,16 @@ def _numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def _race(eager: Callable[[], Any], kernel: Callable[[], Any], cuda: bool) -> tuple[float, float]:
-    """The fastest call of each (synchronized on CUDA), timed alternately after a warm-up
-    call of each: other work on the machine only ever adds time (a thread preempted in a
-    parallel region stalls the whole call), so the minimum is what the code itself costs,
-    and alternating exposes both sides to the same load."""
+def _race(
+    eager: Callable[[], Any],
+    fast: Callable[[], Any],
+    cuda: bool,
+    min_speedup: float,
+    seconds: float,
+) -> Race:
+    """`eager` against `fast`, after a warm-up call of each, in rounds that time one call of
+    each in turn (which goes first alternating), until there are `MIN_ROUNDS` of them and
+    `seconds` have passed: load from other work then falls on both sides alike."""
 
     def timed(fn: Callable[[], Any]) -> float:
         start = time.perf_counter()
@@ -320,13 +420,26 @@ def _race(eager: Callable[[], Any], kernel: Callable[[], Any], cuda: bool) -> tu
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    timed(eager), timed(kernel)
+    timed(eager), timed(fast)
     times: tuple[list[float], list[float]] = ([], [])
     began = time.perf_counter()
-    while len(times[0]) < MIN_RUNS or time.perf_counter() - began < MIN_SECONDS:
-        times[0].append(timed(eager))
-        times[1].append(timed(kernel))
-    return min(times[0]), min(times[1])
+    while len(times[0]) < MIN_ROUNDS or time.perf_counter() - began < seconds:
+        if len(times[0]) % 2:
+            times[1].append(timed(fast))
+            times[0].append(timed(eager))
+        else:
+            times[0].append(timed(eager))
+            times[1].append(timed(fast))
+    return Race(_quartiles(times[0]), _quartiles(times[1]), min_speedup)
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return float(q1), float(median), float(q3)
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} us"
 
 
 def _this_target(tensor: torch.Tensor) -> str:
