@@ -56,9 +56,9 @@ from tunehub.server.tuner.reporting import TuningSummary
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.server.tuner.tuner import Tuner
 from tunehub.worker import device, logs
-from tunehub.worker.daemon import DEFAULT_REDIS_URL, Registration, claim_name
 from tunehub.worker.outage import Outage
-from tunehub.worker.queues import TUNERS_KEY, tuner_key
+from tunehub.worker.queues import DEFAULT_REDIS_URL, TUNERS_KEY, tuner_key
+from tunehub.worker.registry import Registration, claim_name
 
 # How often an idle tuner looks for queued tunings.
 POLL_S = 0.5

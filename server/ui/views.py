@@ -25,7 +25,7 @@ from tunehub.server.tuner.reporting import summarize
 from tunehub.server.tuner.service import living_tuners
 from tunehub.server.ui import format, queries
 from tunehub.server.ui.chart import Chart, curve
-from tunehub.worker.daemon import list_workers
+from tunehub.worker.registry import list_workers
 
 # The newest tunings and workloads a list page shows, and the newest records a tuning's.
 PAGE_SIZE = 50
