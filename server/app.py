@@ -36,7 +36,7 @@ from tunehub.server.api.routes import (
     workloads,
 )
 from tunehub.server.api.verifier import TokenVerifier
-from tunehub.server.best import BestLookup
+from tunehub.server.best_cache import BestLookup
 from tunehub.server.db.session import make_engine, migrate, session_factory
 from tunehub.server.generations import GenerationReader
 from tunehub.server.settings import Settings, get_settings

@@ -48,9 +48,20 @@ from tunehub.schemas.api import GroupTask, TuningGroupRequest, TuningRequest
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_record
+from tunehub.server.db.groups import create_group, group_members, group_statuses
 from tunehub.server.db.models import Tuning, TuningGroup
+from tunehub.server.db.records import count_records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.sql import canonical_json
+from tunehub.server.db.tunings import (
+    FINISHED_TUNING_STATUSES,
+    find_active_tuning,
+    find_resumable_tuning,
+    move_tunings,
+    update_tuning,
+)
+from tunehub.server.db.workloads import workload_symbols
 from tunehub.server.errors import Conflict, InvalidRequest, Unavailable
 from tunehub.server.tuner import register_tuning, resolve_symbols
 from tunehub.server.tuner.lease import alive, requeue_orphan
@@ -117,18 +128,18 @@ def _join_or_answer(
 ) -> Submitted | None:
     """The living tuning of this task to join (an orphaned one is queued again first: its
     tuner died), or the answer from the records already stored; None when neither."""
-    stored = store.workload_symbols(s, key, symbols)
-    active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
+    stored = workload_symbols(s, key, symbols)
+    active = find_active_tuning(s, workload_key=key, target=target, symbols=stored)
     if active is not None:
         if not alive(active):
             requeue_orphan(s, active)
         return Submitted(active.id, "joined")
-    measured = store.count_records(s, workload_key=key, target=target, symbols=stored)
+    measured = count_records(s, workload_key=key, target=target, symbols=stored)
     if measured < request.trials:
         return None
     tuning_id = _register(s, request, symbols, target)
-    best = store.best_record(s, workload_key=key, target=target, symbols=stored)
-    store.update_tuning(
+    best = best_record(s, workload_key=key, target=target, symbols=stored)
+    update_tuning(
         s,
         tuning_id,
         status=TuningStatus.DONE,
@@ -143,14 +154,12 @@ def _queue(
     """Queue the task (under its workload's lock): the failed or cancelled tuning of it with
     the same budget resumes where it stopped (its records count), else a new one is created.
     The committed row is the tuners' queue."""
-    stored = store.workload_symbols(s, key, symbols)
-    stopped = store.find_resumable_tuning(
+    stored = workload_symbols(s, key, symbols)
+    stopped = find_resumable_tuning(
         s, workload_key=key, target=target, symbols=stored, trials=request.trials
     )
     if stopped is not None:
-        store.move_tunings(
-            s, [stopped.id], TuningStatus.QUEUED, only_from=store.FINISHED_TUNING_STATUSES
-        )
+        move_tunings(s, [stopped.id], TuningStatus.QUEUED, only_from=FINISHED_TUNING_STATUSES)
         stopped.error = None
         return Submitted(stopped.id, "created")
     return Submitted(_register(s, request, symbols, target), "created")
@@ -189,7 +198,7 @@ def submit_group(
     seen: dict[tuple[str, str], int] = {}
     for i, (key, symbols) in enumerate(planned):
         # By position: two signatures of one workload may name its symbols differently.
-        first = seen.setdefault((key, store.canonical_json(list(symbols.values()))), i)
+        first = seen.setdefault((key, canonical_json(list(symbols.values()))), i)
         if first != i:
             raise InvalidRequest(
                 f"tasks[{i}]: the same workload and symbols as tasks[{first}]; "
@@ -200,14 +209,14 @@ def submit_group(
     target = resolve_target(redis, request.target)
     with _workload_locks(redis, [key for key, _ in planned]), session_scope(sessions) as s:
         for i, (key, symbols) in enumerate(planned):
-            stored = store.workload_symbols(s, key, symbols)
-            active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
+            stored = workload_symbols(s, key, symbols)
+            active = find_active_tuning(s, workload_key=key, target=target, symbols=stored)
             if active is not None:
                 raise Conflict(
                     f"tasks[{i}]: tuning {active.id} of the same workload, target and "
                     f"symbols is {active.status}; submit the group when it has ended"
                 )
-        group_id = store.create_group(
+        group_id = create_group(
             s,
             target=target,
             strategy=request.strategy,
@@ -243,8 +252,8 @@ def resolve_target(redis: Redis | None, target: Target) -> Target:
 def cancel_tuning(s: Session, tuning: Tuning) -> None:
     """Cancel a queued or running tuning. A running one stops at its next batch boundary (the
     tuner re-reads its status); a queued one ends as soon as a tuner picks it up. Conflict
-    when it has ended, also when its tuner finished it a moment ago (`store.move_tunings`)."""
-    if not store.move_tunings(s, [tuning.id], TuningStatus.CANCELLED, error="cancelled"):
+    when it has ended, also when its tuner finished it a moment ago (`db.tunings.move_tunings`)."""
+    if not move_tunings(s, [tuning.id], TuningStatus.CANCELLED, error="cancelled"):
         s.refresh(tuning)
         raise Conflict(f"tuning {tuning.id} has already ended ({tuning.status})")
 
@@ -252,10 +261,10 @@ def cancel_tuning(s: Session, tuning: Tuning) -> None:
 def cancel_group(s: Session, group: TuningGroup) -> None:
     """Cancel a group's unfinished tunings (as `cancel_tuning`; finished ones keep their
     results). Conflict when none is left."""
-    members = store.group_members(s, [group.id]).get(group.id, [])
+    members = group_members(s, [group.id]).get(group.id, [])
     ids = [t.id for t in members]
-    if not store.move_tunings(s, ids, TuningStatus.CANCELLED, error="cancelled"):
-        ended = store.group_statuses(s, [group.id])[group.id]
+    if not move_tunings(s, ids, TuningStatus.CANCELLED, error="cancelled"):
+        ended = group_statuses(s, [group.id])[group.id]
         raise Conflict(f"tuning group {group.id} has already ended ({ended})")
 
 

@@ -120,6 +120,17 @@ def test_each_layer_loads_only_the_layers_below_it(package: str) -> None:
     assert not {name: found for name, found in wrong.items() if found}
 
 
+def test_data_access_loads_nothing_of_the_compiler() -> None:
+    """`server/db/` stores what its callers computed (a config's key is its space's, a
+    workload's key its program's): the layer under the server's logic, not beside it."""
+    wrong = {
+        name: sorted(m for m in _closure(name) if m.startswith("tunehub.compiler"))
+        for name in modules()
+        if name.startswith("tunehub.server.db")
+    }
+    assert not {name: found for name, found in wrong.items() if found}
+
+
 def test_frontends_load_torch_and_onnx_only_when_called() -> None:
     """The core package imports, and its tests pass, without either installed (`tunehub.torch`
     is the torch extra itself)."""

@@ -36,7 +36,7 @@ from tunehub.compiler.verify import compare, reduce_extent
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
 from tunehub.server.tuner.confirmation import CONTENDERS
@@ -99,7 +99,7 @@ def test_example_tunes_and_its_best_kernel_matches_the_reference(
     assert summary.trials == TRIALS
     assert summary.best is not None
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        records = list_records(s, tuning_id=tuning_id, limit=None)
     # REPEATS repeats a measurement; the contenders were measured twice (`confirmation`).
     timed = [len(r.latencies_s) for r in records if r.status == RecordStatus.OK]
     assert all(n <= 2 * REPEATS for n in timed)

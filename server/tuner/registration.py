@@ -16,7 +16,8 @@ from tunehub.compiler.program import load
 from tunehub.schemas.api import DEFAULT_SYMBOL_VALUE
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.tunings import create_tuning
+from tunehub.server.db.workloads import upsert_workload, workload_symbols
 
 
 def resolve_symbols(program: Program, given: Mapping[str, int]) -> dict[str, int]:
@@ -65,12 +66,12 @@ def register_tuning(
     resolved = resolve_symbols(program, symbols)
     # The signature as submitted (not the canonical form): the tuner loads it back. A later
     # submitter's symbol names may differ; the tuning uses the stored signature's.
-    store.upsert_workload(s, key=key, name=signature.name, signature=signature.model_dump())
-    tuning = store.create_tuning(
+    upsert_workload(s, key=key, name=signature.name, signature=signature.model_dump())
+    tuning = create_tuning(
         s,
         workload_key=key,
         target=target,
-        symbols=store.workload_symbols(s, key, resolved),
+        symbols=workload_symbols(s, key, resolved),
         trials=trials,
         strategy=strategy,
         group_id=group_id,

@@ -22,8 +22,8 @@ from tunehub.schemas.api import TuningView
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.db.tunings import move_tunings
 from tunehub.server.standalone import free_port
 from tunehub.server.tuner import register_tuning
 
@@ -65,7 +65,7 @@ class Restartable:
         engine = make_engine(self.database_url)
         try:
             with session_scope(session_factory(engine)) as s:
-                store.move_tunings(s, [self.tuning_id], TuningStatus.DONE)
+                move_tunings(s, [self.tuning_id], TuningStatus.DONE)
         finally:
             engine.dispose()
         time.sleep(DOWN_S)

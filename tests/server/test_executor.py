@@ -14,7 +14,7 @@ import pytest
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
 from tunehub.targets.cuda import device
@@ -67,7 +67,7 @@ def test_a_short_tuning_on_the_local_gpu(database_url: str) -> None:
         assert summary.trials == 8 and summary.best is not None, summary.failures
         assert summary.baseline_latency_s is not None and summary.best.latency_s > 0
         with session_scope(sessions) as s:
-            ok = store.list_records(s, workload_key=summary.workload_key, status=RecordStatus.OK)
+            ok = list_records(s, workload_key=summary.workload_key, status=RecordStatus.OK)
             assert ok and all(r.machine["gpu_arch"] == target.arch for r in ok)
     finally:
         engine.dispose()

@@ -12,8 +12,8 @@ from tests.signatures import row_matmul
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning
 from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
 
 SIGNATURE = TaskSignature.model_validate(row_matmul("limited_matmul", k=32, n=24, max_m=256))
@@ -54,7 +54,7 @@ def test_a_tuning_stops_at_its_time_limit(
     assert summary.trials == 2  # one batch, then the limit
     assert summary.stop_reason == f"time limit of 0.001 s reached after 2 of {TRIALS} trials"
     with session_scope(sessions) as s:
-        tuning = store.get_tuning(s, tuning_id)
+        tuning = get_tuning(s, tuning_id)
         assert tuning is not None and tuning.time_limit_s == LIMIT_S
         assert tuning.stop_reason == summary.stop_reason
 

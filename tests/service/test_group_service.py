@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.service.test_tuner_service import SIGNATURE
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.groups import create_group
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning, update_tuning
 from tunehub.server.settings import Settings, get_settings
 from tunehub.server.tuner import register_tuning
 from tunehub.server.tuner.lease import Unit, claim_next
@@ -32,7 +33,7 @@ def database_settings(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Ite
 def queue_group(sessions: sessionmaker[Session], target: Target, *values: int) -> list[int]:
     """A group of SIGNATURE at each value of M; its id, then its members' ids."""
     with session_scope(sessions) as s:
-        group = store.create_group(s, target=target, strategy="random", trials=8)
+        group = create_group(s, target=target, strategy="random", trials=8)
         members = [
             register_tuning(
                 s,
@@ -51,7 +52,7 @@ def queue_group(sessions: sessionmaker[Session], target: Target, *values: int) -
 
 def statuses(sessions: sessionmaker[Session], ids: list[int]) -> list[tuple[str, str | None]]:
     with session_scope(sessions) as s:
-        tunings = [store.get_tuning(s, i) for i in ids]
+        tunings = [get_tuning(s, i) for i in ids]
         return [(t.status, t.error) for t in tunings if t is not None]
 
 
@@ -97,8 +98,8 @@ def test_a_tuner_process_that_dies_fails_only_the_unfinished_members(
     lease = claim_next(sessions, "tuner")
     assert lease is not None
     with session_scope(sessions) as s:
-        store.update_tuning(s, done, status=TuningStatus.DONE)
-        store.update_tuning(s, running, status=TuningStatus.RUNNING)
+        update_tuning(s, done, status=TuningStatus.DONE)
+        update_tuning(s, running, status=TuningStatus.RUNNING)
     settle(sessions, lease, -9, stopping=False)
     assert statuses(sessions, [done, running]) == [
         (TuningStatus.DONE, None),
@@ -113,8 +114,8 @@ def test_a_stopping_tuner_hands_its_unfinished_tunings_back(
     lease = claim_next(sessions, "tuner")
     assert lease is not None
     with session_scope(sessions) as s:
-        store.update_tuning(s, done, status=TuningStatus.DONE)
-        store.update_tuning(s, running, status=TuningStatus.RUNNING)
+        update_tuning(s, done, status=TuningStatus.DONE)
+        update_tuning(s, running, status=TuningStatus.RUNNING)
     settle(sessions, lease, -9, stopping=True)
     assert statuses(sessions, [done, running]) == [
         (TuningStatus.DONE, None),
