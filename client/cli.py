@@ -219,7 +219,13 @@ def tune(
     """
     from tunehub.compiler.program import load
     from tunehub.server.db.session import session_scope
-    from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning, resolve_symbols
+    from tunehub.server.tuner import (
+        LocalExecutor,
+        SearchPlan,
+        Tuner,
+        register_tuning,
+        validate_task,
+    )
     from tunehub.worker import device
     from tunehub.worker.backend import worker_backend
 
@@ -237,12 +243,9 @@ def tune(
                 tuning_ids = [
                     register_tuning(
                         s,
-                        signature=loaded[index][0],
+                        validate_task(loaded[index][0], symbols),
+                        SearchPlan(strategy, trials, time_limit_s),
                         target=target,
-                        symbols=resolve_symbols(loaded[index][1], symbols),
-                        trials=trials,
-                        strategy=strategy,
-                        time_limit_s=time_limit_s,
                     )
                     for index, symbols in tasks
                 ]

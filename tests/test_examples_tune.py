@@ -38,7 +38,7 @@ from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 from tunehub.server.db.records import list_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 from tunehub.server.tuner.confirmation import CONTENDERS
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.json"))
@@ -85,12 +85,7 @@ def test_example_tunes_and_its_best_kernel_matches_the_reference(
     target = executor.resolve(Target(kind="cpu"))
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s,
-            signature=signature,
-            target=target,
-            symbols=symbols,
-            trials=TRIALS,
-            strategy=STRATEGY,
+            s, validate_task(signature, symbols), SearchPlan(STRATEGY, TRIALS), target=target
         )
     tuner = Tuner(sessions, executor, threads=THREADS, repeats=REPEATS, min_repeat_s=MIN_REPEAT_S)
     summary = tuner.run(tuning_id)

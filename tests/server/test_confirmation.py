@@ -24,7 +24,7 @@ from tunehub.server.db.records import NewRecord, add_record, add_timings, demote
 from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import get_tuning
 from tunehub.server.db.workloads import upsert_workload
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 from tunehub.server.tuner.confirmation import contenders, settle
 from tunehub.worker.jobs import CandidateResult
 
@@ -50,7 +50,7 @@ def _tune(
     target = executor.resolve(Target(kind="cpu"))
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=target, symbols={}, trials=trials, strategy="random"
+            s, validate_task(signature, {}), SearchPlan("random", trials), target=target
         )
     tuner = Tuner(sessions, executor, batch_size=4, repeats=REPEATS, contenders=count)
     assert tuner.run(tuning_id).status == TuningStatus.DONE

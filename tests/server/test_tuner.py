@@ -27,10 +27,12 @@ from tunehub.server.db.tunings import get_tuning, update_tuning
 from tunehub.server.tuner import (
     LocalExecutor,
     Progress,
+    SearchPlan,
     Tuner,
     featurizer,
     register_tuning,
     resolve_symbols,
+    validate_task,
 )
 from tunehub.server.tuner.featurizer import FeaturePool, Featurizer
 
@@ -51,7 +53,7 @@ def _submit(
 ) -> int:
     with session_scope(sessions) as s:
         return register_tuning(
-            s, signature=SIGNATURE, target=target, symbols={}, trials=trials, strategy=strategy
+            s, validate_task(SIGNATURE, {}), SearchPlan(strategy, trials), target=target
         )
 
 
@@ -109,7 +111,7 @@ def test_the_default_is_measured_right_after_the_seeds(
     assert space.seeds() == [] and space.default() != space.naive()
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=target, symbols={}, trials=2, strategy="random"
+            s, validate_task(signature, {}), SearchPlan("random", 2), target=target
         )
     summary = Tuner(sessions, executor, batch_size=2).run(tuning_id)
     assert summary.status == TuningStatus.DONE
@@ -154,7 +156,7 @@ def test_a_tuning_stops_when_the_space_is_exhausted(
     assert valid < 50, "pick a smaller program: this test needs a space it can exhaust"
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=target, symbols={}, trials=50, strategy="evolutionary"
+            s, validate_task(signature, {}), SearchPlan("evolutionary", 50), target=target
         )
     summary = Tuner(sessions, executor).run(tuning_id)
     assert summary.status == TuningStatus.DONE

@@ -25,7 +25,14 @@ from tunehub.server.db.cost_models import latest_cost_model
 from tunehub.server.db.records import NewRecord, add_record, list_records
 from tunehub.server.db.session import session_scope
 from tunehub.server.db.workloads import upsert_workload
-from tunehub.server.tuner import Executor, Tuner, featurizer, register_tuning
+from tunehub.server.tuner import (
+    Executor,
+    SearchPlan,
+    Tuner,
+    featurizer,
+    register_tuning,
+    validate_task,
+)
 from tunehub.worker.jobs import CandidateRequest, CandidateResult
 
 TARGET = Target(kind="cpu", isa="x86_64-avx512")
@@ -98,7 +105,7 @@ def tune(
 ) -> int:
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=TARGET, symbols={}, trials=trials, strategy=strategy
+            s, validate_task(signature, {}), SearchPlan(strategy, trials), target=TARGET
         )
     Tuner(sessions, SyntheticExecutor(), batch_size=8).run(tuning_id)
     return tuning_id

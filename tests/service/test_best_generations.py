@@ -21,7 +21,7 @@ from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import get_tuning
 from tunehub.server.db.workloads import upsert_workload
 from tunehub.server.generations import BestGenerations, GenerationReader
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 
 # Far longer than the test: whatever a lookup sees fresh, the TTL did not bring.
 LONG_TTL_S = 3600.0
@@ -75,11 +75,9 @@ def test_a_batch_the_tuner_stores_replaces_a_cached_best_at_once(
         with session_scope(sessions) as s:
             tuning_id = register_tuning(
                 s,
-                signature=TaskSignature.model_validate(AXPY),
+                validate_task(TaskSignature.model_validate(AXPY), {}),
+                SearchPlan("random", 1),
                 target=target,
-                symbols={},
-                trials=1,
-                strategy="random",
             )
             tuning = get_tuning(s, tuning_id)
             assert tuning is not None

@@ -15,7 +15,7 @@ from tunehub.server.db.groups import create_group
 from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import get_tuning, update_tuning
 from tunehub.server.settings import Settings, get_settings
-from tunehub.server.tuner import register_tuning
+from tunehub.server.tuner import SearchPlan, register_tuning, validate_task
 from tunehub.server.tuner.lease import Unit, claim_next
 from tunehub.server.tuner.service import run_group, settle
 
@@ -37,11 +37,9 @@ def queue_group(sessions: sessionmaker[Session], target: Target, *values: int) -
         members = [
             register_tuning(
                 s,
-                signature=SIGNATURE,
+                validate_task(SIGNATURE, {"M": m}),
+                SearchPlan("random", 8),
                 target=target,
-                symbols={"M": m},
-                trials=8,
-                strategy="random",
                 group_id=group.id,
                 weight=m,
             )
@@ -62,12 +60,7 @@ def test_a_tuner_claims_a_group_as_one_unit_and_a_tuning_alone(
     group_id, *members = queue_group(sessions, Target(kind="cpu"), 1, 8)
     with session_scope(sessions) as s:
         single = register_tuning(
-            s,
-            signature=SIGNATURE,
-            target=Target(kind="cpu"),
-            symbols={},
-            trials=1,
-            strategy="random",
+            s, validate_task(SIGNATURE, {}), SearchPlan("random", 1), target=Target(kind="cpu")
         )
     first = claim_next(sessions, "tuner-a")
     second = claim_next(sessions, "tuner-b")

@@ -20,7 +20,7 @@ from tunehub.server.db.records import list_records
 from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import get_tuning
 from tunehub.server.settings import Settings
-from tunehub.server.tuner import register_tuning
+from tunehub.server.tuner import SearchPlan, register_tuning, validate_task
 from tunehub.server.tuner.service import run_tuning
 from tunehub.worker import device
 
@@ -41,7 +41,7 @@ def queue_tuning(
     target = target or Target(kind="cpu")
     with session_scope(sessions) as s:
         return register_tuning(
-            s, signature=SIGNATURE, target=target, symbols=symbols, trials=trials, strategy="random"
+            s, validate_task(SIGNATURE, symbols), SearchPlan("random", trials), target=target
         )
 
 
