@@ -1,6 +1,6 @@
 """The HTTP API: `create_app` builds it, `serve` runs it with uvicorn (`tunehub api`).
 
-    uvicorn server.app:create_app --factory --host 127.0.0.1 --port 8000
+    uvicorn tunehub.server.app:create_app --factory --host 127.0.0.1 --port 8000
 
 Building the app touches nothing: the database and Redis are connected to on first use, and
 the database is migrated when the app starts (its lifespan), as the tuner daemon does, so a
