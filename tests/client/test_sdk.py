@@ -200,8 +200,8 @@ def test_tokens_are_sent_and_refusals_explained(server: Server, tmp_path: Path) 
 def test_the_sdk_needs_only_schemas_and_httpx() -> None:
     """An application can use the SDK without the compiler, the workers or the server."""
     probe = (
-        "import sys, client.sdk, client; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "import sys, tunehub.client.sdk, tunehub.client; "
+        "print(sorted({m.removeprefix('tunehub.').split('.')[0] for m in sys.modules} & "
         "{'compiler', 'worker', 'server', 'fastapi', 'sqlalchemy', 'redis', 'rq'}))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
