@@ -141,7 +141,8 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
     from tunehub.schemas import TaskSignature
     from tunehub.schemas.record import RecordStatus
     from tunehub.schemas.target import Target
-    from tunehub.server.db import store
+    from tunehub.server.db.artifacts import get_artifact
+    from tunehub.server.db.records import list_records
     from tunehub.server.db.session import session_scope
     from tunehub.server.tuner import LocalExecutor
 
@@ -156,13 +157,13 @@ def tune_all(workloads: list[Workload], trials: int, seed: int, tmp: Path) -> di
             )
             kernel_dir = None
             with session_scope(sessions) as s:
-                records = store.list_records(
+                records = list_records(
                     s, tuning_id=summary.tuning_id, status=RecordStatus.OK, limit=None
                 )
                 by_mode = best_by_mode([(r.config, r.latency_s) for r in records])
                 measured = [{"config": r.config, "latency_s": r.latency_s} for r in records]
                 if summary.best is not None and summary.best.artifact_sha256 is not None:
-                    artifact = store.get_artifact(s, summary.best.artifact_sha256)
+                    artifact = get_artifact(s, summary.best.artifact_sha256)
                     assert artifact is not None
                     kernel_dir = str(tmp / w.name)
                     meta = {**artifact.meta, "config": summary.best.config, "target": str(target)}

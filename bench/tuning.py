@@ -19,7 +19,15 @@ from tunehub.schemas import TaskSignature
 from tunehub.schemas.api import DEFAULT_STRATEGY
 from tunehub.schemas.target import Target
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.tuner import Executor, LocalExecutor, Tuner, TuningSummary, register_tuning
+from tunehub.server.tuner import (
+    Executor,
+    LocalExecutor,
+    SearchPlan,
+    Tuner,
+    TuningSummary,
+    register_tuning,
+    validate_task,
+)
 from tunehub.worker.device import cpu_cores
 from tunehub.worker.jobs import CandidateRequest
 
@@ -46,12 +54,7 @@ def tune(
     """Submit and run one tuning; its summary and the wall time of the run."""
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s,
-            signature=signature,
-            target=target,
-            symbols=symbols or {},
-            trials=trials,
-            strategy=strategy,
+            s, validate_task(signature, symbols or {}), SearchPlan(strategy, trials), target=target
         )
     start = time.perf_counter()
     tuner = Tuner(sessions, executor, threads=threads, seed=seed, feature_workers=cpu_cores())

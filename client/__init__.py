@@ -12,6 +12,11 @@ from tunehub.client.errors import (
 from tunehub.client.sdk import Client
 from tunehub.runtime import DispatchKernel, load_kernel, save_kernel
 
+# This folder is `tunehub.client` (`tunehub/` links to it): loaded by its own name, it would
+# be a second copy of every module in it.
+if __name__ != "tunehub.client":
+    raise ImportError(f"import it as tunehub.client, not {__name__}")
+
 __all__ = [
     "ApiError",
     "Client",

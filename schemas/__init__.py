@@ -13,6 +13,11 @@ from tunehub.schemas.signature import (
 )
 from tunehub.schemas.target import Target
 
+# This folder is `tunehub.schemas` (`tunehub/` links to it): loaded by its own name, it would
+# be a second copy of every module in it.
+if __name__ != "tunehub.schemas":
+    raise ImportError(f"import it as tunehub.schemas, not {__name__}")
+
 __all__ = [
     "ComputeDecl",
     "RecordStatus",

@@ -29,16 +29,27 @@ MAX_ID = 2**31 - 1
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
 
-# The search strategies a tuning may name (`compiler.search.STRATEGIES` implements each), and
-# the one it uses unless the request names one.
-STRATEGY_NAMES = ("evolutionary", "model", "random")
-DEFAULT_STRATEGY = "model"
 # A symbolic workload is tuned for one assignment of its symbols; a symbol nobody named is
 # tuned at this value (clamped into its declared range): large enough to exercise tiling,
 # small enough that the naive baseline finishes quickly.
 DEFAULT_SYMBOL_VALUE = 64
 # The most tasks one tuning group may hold (a whole model's distinct layers, with room).
 MAX_GROUP_TASKS = 64
+
+
+class StrategyName(StrEnum):
+    """The search strategies a tuning may name: the one list of them. `compiler.search`
+    implements each under its name here (`STRATEGIES` is keyed by these)."""
+
+    EVOLUTIONARY = "evolutionary"
+    MODEL = "model"
+    RANDOM = "random"
+
+
+# The names as plain strings (a CLI's choices, the API document's enum), and the strategy a
+# tuning uses unless the request names one.
+STRATEGY_NAMES = tuple(name.value for name in StrategyName)
+DEFAULT_STRATEGY = StrategyName.MODEL.value
 
 
 class Scope(StrEnum):

@@ -1,6 +1,6 @@
 """The HTTP API: `create_app` builds it, `serve` runs it with uvicorn (`tunehub api`).
 
-    uvicorn server.app:create_app --factory --host 127.0.0.1 --port 8000
+    uvicorn tunehub.server.app:create_app --factory --host 127.0.0.1 --port 8000
 
 Building the app touches nothing: the database and Redis are connected to on first use, and
 the database is migrated when the app starts (its lifespan), as the tuner daemon does, so a
@@ -36,7 +36,7 @@ from tunehub.server.api.routes import (
     workloads,
 )
 from tunehub.server.api.verifier import TokenVerifier
-from tunehub.server.best import BestLookup
+from tunehub.server.best_cache import BestLookup
 from tunehub.server.db.session import make_engine, migrate, session_factory
 from tunehub.server.generations import GenerationReader
 from tunehub.server.settings import Settings, get_settings

@@ -1,9 +1,9 @@
 """A tuning group's progress, derived from its member tunings whenever it is read.
 
-A group stores only its request (target, strategy, budget); its status (`store.group_statuses`,
-one SQL definition that listings filter by too), progress, error and times are its members',
-so that nothing can make the two disagree: a member cancelled on its own, a tuner that died
-between two updates.
+A group stores only its request (target, strategy, budget); its status
+(`db.groups.group_statuses`, one SQL definition that listings filter by too), progress, error
+and times are its members', so that nothing can make the two disagree: a member cancelled on
+its own, a tuner that died between two updates.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime
 
 from tunehub.schemas.record import TuningStatus
 from tunehub.server.db.models import Tuning
-from tunehub.server.db.store import ACTIVE_TUNING_STATUSES
+from tunehub.server.db.tunings import ACTIVE_TUNING_STATUSES
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from tunehub.runtime.abi import for_workload, interface
-from tunehub.server.db import store
+from tunehub.server.db.artifacts import artifact_workloads, workload_has_artifact
 from tunehub.server.db.models import Artifact
+from tunehub.server.db.workloads import get_workload
 from tunehub.server.errors import Conflict, NotFound
 
 # How many of an artifact's workloads an unnamed lookup reads, and names in its refusal.
@@ -28,16 +29,16 @@ def kernel_meta(s: Session, artifact: Artifact, workload_key: str | None = None)
     kernel of workloads whose interfaces differ (Conflict, naming them: which one is meant
     cannot be guessed)."""
     if workload_key is not None:
-        workload = store.get_workload(s, workload_key)
+        workload = get_workload(s, workload_key)
         if workload is None:
             raise NotFound(f"no workload {workload_key}")
-        if not store.workload_has_artifact(s, workload_key, artifact.sha256):
+        if not workload_has_artifact(s, workload_key, artifact.sha256):
             raise NotFound(f"artifact {artifact.sha256} is not a kernel of workload {workload_key}")
         return for_workload(artifact.meta, workload.signature)
-    keys = store.artifact_workloads(s, artifact.sha256, limit=_SHOWN + 1)
+    keys = artifact_workloads(s, artifact.sha256, limit=_SHOWN + 1)
     interfaces = []
     for key in keys:
-        workload = store.get_workload(s, key)
+        workload = get_workload(s, key)
         assert workload is not None  # a record's workload exists (a foreign key)
         interfaces.append(interface(workload.signature))
     if any(found != interfaces[0] for found in interfaces[1:]):

@@ -34,9 +34,12 @@ from tunehub.schemas.records import (
     WorkloadLine,
 )
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.artifacts import get_artifact, put_artifact
 from tunehub.server.db.models import Artifact, Record, Workload
+from tunehub.server.db.records import NewRecord, add_record, device_identity
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.sql import canonical_json
+from tunehub.server.db.workloads import get_workload, upsert_workload
 from tunehub.server.errors import InvalidRequest
 from tunehub.server.generations import BestGenerations
 
@@ -164,9 +167,9 @@ def _import_workload(s: Session, line: WorkloadLine, number: int) -> int:
         raise InvalidRequest(
             f"line {number}: workload {line.key[:12]}: its signature's key is {key[:12]}"
         )
-    if store.get_workload(s, key) is not None:
+    if get_workload(s, key) is not None:
         return 0
-    store.upsert_workload(s, key=key, name=line.name, signature=line.signature)
+    upsert_workload(s, key=key, name=line.name, signature=line.signature)
     return 1
 
 
@@ -181,9 +184,9 @@ def _import_artifact(s: Session, line: ArtifactLine, number: int) -> int:
         raise InvalidRequest(
             f"line {number}: artifact {line.sha256[:12]}: its bytes hash to another sha256"
         )
-    if store.get_artifact(s, line.sha256) is not None:
+    if get_artifact(s, line.sha256) is not None:
         return 0
-    store.put_artifact(s, data=data, kind=line.kind, source=line.source, meta=line.meta)
+    put_artifact(s, data=data, kind=line.kind, source=line.source, meta=line.meta)
     return 1
 
 
@@ -196,9 +199,9 @@ def _import_record(
     """Add the record of `line` unless its key is among `stored` (the keys of the records of
     its workload and target, read once per pair); whether it was added."""
     where = f"line {number}: record of workload {line.workload_key[:12]}"
-    if store.get_workload(s, line.workload_key) is None:
+    if get_workload(s, line.workload_key) is None:
         raise InvalidRequest(f"{where}: the workload is neither in the file before it nor stored")
-    if line.artifact_sha256 is not None and store.get_artifact(s, line.artifact_sha256) is None:
+    if line.artifact_sha256 is not None and get_artifact(s, line.artifact_sha256) is None:
         raise InvalidRequest(
             f"{where}: artifact {line.artifact_sha256[:12]} is neither in the file before it "
             "nor stored"
@@ -209,20 +212,22 @@ def _import_record(
         raise InvalidRequest(f"{where}: {exc}") from None
     if not complete:
         raise InvalidRequest(f"{where}: a record needs a complete target, not {line.target!r}")
-    if store.device_identity(line.machine) != (line.device, line.driver, line.toolkit):
+    if device_identity(line.machine) != (line.device, line.driver, line.toolkit):
         raise InvalidRequest(f"{where}: its device is not the one its fingerprint names")
     pair = (line.workload_key, line.target)
     if pair not in stored:
         stored[pair] = _record_keys(s, *pair)
-    key = (store.canonical_json(line.symbols), line.device, Space.key(line.config))
+    config_key = Space.key(line.config)
+    key = (canonical_json(line.symbols), line.device, config_key)
     if key in stored[pair]:
         return False
-    new = store.NewRecord(
+    new = NewRecord(
         workload_key=line.workload_key,
         target=line.target,
         symbols=line.symbols,
         tuning_id=None,
         config=line.config,
+        config_key=config_key,
         features=line.features,
         feature_version=line.feature_version,
         status=line.status,
@@ -236,7 +241,7 @@ def _import_record(
         created_at=line.created_at,
     )
     try:
-        store.add_record(s, new)
+        add_record(s, new)
     except ValueError as exc:
         raise InvalidRequest(f"{where}: {exc}") from None
     stored[pair].add(key)

@@ -43,7 +43,7 @@ from redis.exceptions import RedisError
 
 from tunehub.server.db.session import migrate
 from tunehub.server.tuner.service import living_tuners
-from tunehub.worker.daemon import list_workers
+from tunehub.worker.registry import list_workers
 
 READY_TIMEOUT_S = 60.0
 # Each stop step waits this long before escalating; over a second, because RQ ignores a

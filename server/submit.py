@@ -1,7 +1,8 @@
 """What the service does with a tuning request: validate it, and then join, answer or queue it.
 
-    validate: the program (SignatureError), trials against the server's cap, the strategy,
-              the symbol values (filled in as the tuner would)
+    validate: trials against the server's cap, the strategy, the program (SignatureError),
+              the symbol values (filled in as the tuner would), once: what was found is
+              what the tuning is registered with (`server.tuner.registration`)
     target:   an incomplete one (`cpu`, `cuda`) is completed from the worker registry: the
               ISA or arch most living workers measure for. With no living worker of that kind
               it stays incomplete, queued as it is; the tuner completes it when it starts
@@ -40,19 +41,27 @@ from redis import Redis
 from redis.exceptions import LockError
 from sqlalchemy.orm import Session, sessionmaker
 
-from tunehub.compiler import search
-from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.errors import SignatureError
-from tunehub.compiler.program import load
 from tunehub.schemas.api import GroupTask, TuningGroupRequest, TuningRequest
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_record
+from tunehub.server.db.groups import create_group, group_members, group_statuses
 from tunehub.server.db.models import Tuning, TuningGroup
+from tunehub.server.db.records import count_records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.sql import canonical_json
+from tunehub.server.db.tunings import (
+    FINISHED_TUNING_STATUSES,
+    find_active_tuning,
+    find_resumable_tuning,
+    move_tunings,
+    update_tuning,
+)
+from tunehub.server.db.workloads import workload_symbols
 from tunehub.server.errors import Conflict, InvalidRequest, Unavailable
-from tunehub.server.tuner import register_tuning, resolve_symbols
+from tunehub.server.tuner import SearchPlan, ValidTask, register_tuning, validate_task
 from tunehub.server.tuner.lease import alive, requeue_orphan
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.worker.queues import submit_lock_key
@@ -82,53 +91,51 @@ def submit_tuning(
 ) -> Submitted:
     """Join, answer or queue `request` (see the module's docstring)."""
     _check_trials(request.trials, max_trials)
-    _check_strategy(request.strategy)
-    key, symbols = _validate_task(request.task, request.symbols)
+    plan = _plan(request.strategy, request.trials, request.time_limit_s)
+    task = _validate_task(request.task, request.symbols)
     target = resolve_target(redis, request.target)
     deadline = time.monotonic() + SUBMIT_WAIT_S
     while True:
         with session_scope(sessions) as s:
-            answered = _join_or_answer(s, request, key, symbols, target)
+            answered = _join_or_answer(s, task, plan, target)
         if answered is not None:
             return answered
         if redis is None:
             raise _no_redis("tunings")
-        lock = redis.lock(submit_lock_key(key), timeout=SUBMIT_LOCK_TTL_S)
+        lock = redis.lock(submit_lock_key(task.key), timeout=SUBMIT_LOCK_TTL_S)
         if lock.acquire(blocking=False):
             try:
                 with session_scope(sessions) as s:
-                    return _join_or_answer(s, request, key, symbols, target) or _queue(
-                        s, request, key, symbols, target
-                    )
+                    return _join_or_answer(s, task, plan, target) or _queue(s, task, plan, target)
             finally:
                 # It may have expired during a stall; whoever holds it now keeps it.
                 with suppress(LockError):
                     lock.release()
         # Another submission of this workload is queuing it: wait until it has committed
         # (watching Redis only: a waiter holds no database connection), then join it.
-        while redis.exists(submit_lock_key(key)):
+        while redis.exists(submit_lock_key(task.key)):
             if time.monotonic() > deadline:
-                raise Unavailable(f"workload {key}: another submission has held it too long")
+                raise Unavailable(f"workload {task.key}: another submission has held it too long")
             time.sleep(SUBMIT_POLL_S)
 
 
 def _join_or_answer(
-    s: Session, request: TuningRequest, key: str, symbols: dict[str, int], target: Target
+    s: Session, task: ValidTask, plan: SearchPlan, target: Target
 ) -> Submitted | None:
     """The living tuning of this task to join (an orphaned one is queued again first: its
     tuner died), or the answer from the records already stored; None when neither."""
-    stored = store.workload_symbols(s, key, symbols)
-    active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
+    stored = workload_symbols(s, task.key, task.symbols)
+    active = find_active_tuning(s, workload_key=task.key, target=target, symbols=stored)
     if active is not None:
         if not alive(active):
             requeue_orphan(s, active)
         return Submitted(active.id, "joined")
-    measured = store.count_records(s, workload_key=key, target=target, symbols=stored)
-    if measured < request.trials:
+    measured = count_records(s, workload_key=task.key, target=target, symbols=stored)
+    if measured < plan.trials:
         return None
-    tuning_id = _register(s, request, symbols, target)
-    best = store.best_record(s, workload_key=key, target=target, symbols=stored)
-    store.update_tuning(
+    tuning_id = register_tuning(s, task, plan, target=target)
+    best = best_record(s, workload_key=task.key, target=target, symbols=stored)
+    update_tuning(
         s,
         tuning_id,
         status=TuningStatus.DONE,
@@ -137,35 +144,19 @@ def _join_or_answer(
     return Submitted(tuning_id, "cached")
 
 
-def _queue(
-    s: Session, request: TuningRequest, key: str, symbols: dict[str, int], target: Target
-) -> Submitted:
+def _queue(s: Session, task: ValidTask, plan: SearchPlan, target: Target) -> Submitted:
     """Queue the task (under its workload's lock): the failed or cancelled tuning of it with
     the same budget resumes where it stopped (its records count), else a new one is created.
     The committed row is the tuners' queue."""
-    stored = store.workload_symbols(s, key, symbols)
-    stopped = store.find_resumable_tuning(
-        s, workload_key=key, target=target, symbols=stored, trials=request.trials
+    stored = workload_symbols(s, task.key, task.symbols)
+    stopped = find_resumable_tuning(
+        s, workload_key=task.key, target=target, symbols=stored, trials=plan.trials
     )
     if stopped is not None:
-        store.move_tunings(
-            s, [stopped.id], TuningStatus.QUEUED, only_from=store.FINISHED_TUNING_STATUSES
-        )
+        move_tunings(s, [stopped.id], TuningStatus.QUEUED, only_from=FINISHED_TUNING_STATUSES)
         stopped.error = None
         return Submitted(stopped.id, "created")
-    return Submitted(_register(s, request, symbols, target), "created")
-
-
-def _register(s: Session, request: TuningRequest, symbols: dict[str, int], target: Target) -> int:
-    return register_tuning(
-        s,
-        signature=request.task,
-        target=target,
-        symbols=symbols,
-        trials=request.trials,
-        strategy=request.strategy,
-        time_limit_s=request.time_limit_s,
-    )
+    return Submitted(register_tuning(s, task, plan, target=target), "created")
 
 
 def submit_group(
@@ -184,12 +175,12 @@ def submit_group(
     candidates; measurements already stored are reused by the tuner as always.
     """
     _check_trials(request.trials, max_trials * len(request.tasks), per_task=max_trials)
-    _check_strategy(request.strategy)
-    planned = [_validate_group_task(i, task) for i, task in enumerate(request.tasks)]
+    plan = _plan(request.strategy, request.trials, request.time_limit_s)
+    tasks = [_validate_group_task(i, task) for i, task in enumerate(request.tasks)]
     seen: dict[tuple[str, str], int] = {}
-    for i, (key, symbols) in enumerate(planned):
+    for i, task in enumerate(tasks):
         # By position: two signatures of one workload may name its symbols differently.
-        first = seen.setdefault((key, store.canonical_json(list(symbols.values()))), i)
+        first = seen.setdefault((task.key, canonical_json(list(task.symbols.values()))), i)
         if first != i:
             raise InvalidRequest(
                 f"tasks[{i}]: the same workload and symbols as tasks[{first}]; "
@@ -198,34 +189,24 @@ def submit_group(
     if redis is None:
         raise _no_redis("tuning groups")
     target = resolve_target(redis, request.target)
-    with _workload_locks(redis, [key for key, _ in planned]), session_scope(sessions) as s:
-        for i, (key, symbols) in enumerate(planned):
-            stored = store.workload_symbols(s, key, symbols)
-            active = store.find_active_tuning(s, workload_key=key, target=target, symbols=stored)
+    with _workload_locks(redis, [task.key for task in tasks]), session_scope(sessions) as s:
+        for i, task in enumerate(tasks):
+            stored = workload_symbols(s, task.key, task.symbols)
+            active = find_active_tuning(s, workload_key=task.key, target=target, symbols=stored)
             if active is not None:
                 raise Conflict(
                     f"tasks[{i}]: tuning {active.id} of the same workload, target and "
                     f"symbols is {active.status}; submit the group when it has ended"
                 )
-        group_id = store.create_group(
+        group_id = create_group(
             s,
             target=target,
-            strategy=request.strategy,
-            trials=request.trials,
-            time_limit_s=request.time_limit_s,
+            strategy=plan.strategy,
+            trials=plan.trials,
+            time_limit_s=plan.time_limit_s,
         ).id
-        for task, (_, symbols) in zip(request.tasks, planned, strict=True):
-            register_tuning(
-                s,
-                signature=task.task,
-                target=target,
-                symbols=symbols,
-                trials=request.trials,
-                strategy=request.strategy,
-                group_id=group_id,
-                weight=task.weight,
-                time_limit_s=request.time_limit_s,
-            )
+        for member, task in zip(request.tasks, tasks, strict=True):
+            register_tuning(s, task, plan, target=target, group_id=group_id, weight=member.weight)
     return group_id
 
 
@@ -243,8 +224,8 @@ def resolve_target(redis: Redis | None, target: Target) -> Target:
 def cancel_tuning(s: Session, tuning: Tuning) -> None:
     """Cancel a queued or running tuning. A running one stops at its next batch boundary (the
     tuner re-reads its status); a queued one ends as soon as a tuner picks it up. Conflict
-    when it has ended, also when its tuner finished it a moment ago (`store.move_tunings`)."""
-    if not store.move_tunings(s, [tuning.id], TuningStatus.CANCELLED, error="cancelled"):
+    when it has ended, also when its tuner finished it a moment ago (`db.tunings.move_tunings`)."""
+    if not move_tunings(s, [tuning.id], TuningStatus.CANCELLED, error="cancelled"):
         s.refresh(tuning)
         raise Conflict(f"tuning {tuning.id} has already ended ({tuning.status})")
 
@@ -252,10 +233,10 @@ def cancel_tuning(s: Session, tuning: Tuning) -> None:
 def cancel_group(s: Session, group: TuningGroup) -> None:
     """Cancel a group's unfinished tunings (as `cancel_tuning`; finished ones keep their
     results). Conflict when none is left."""
-    members = store.group_members(s, [group.id]).get(group.id, [])
+    members = group_members(s, [group.id]).get(group.id, [])
     ids = [t.id for t in members]
-    if not store.move_tunings(s, ids, TuningStatus.CANCELLED, error="cancelled"):
-        ended = store.group_statuses(s, [group.id])[group.id]
+    if not move_tunings(s, ids, TuningStatus.CANCELLED, error="cancelled"):
+        ended = group_statuses(s, [group.id])[group.id]
         raise Conflict(f"tuning group {group.id} has already ended ({ended})")
 
 
@@ -265,24 +246,28 @@ def _check_trials(trials: int, cap: int, *, per_task: int | None = None) -> None
         raise InvalidRequest(f"trials: {trials} is over this server's limit of {cap}{each}")
 
 
-def _check_strategy(strategy: str) -> None:
-    if strategy not in search.STRATEGIES:
-        choices = ", ".join(sorted(search.STRATEGIES))
-        raise InvalidRequest(f"strategy: unknown strategy {strategy!r} (one of {choices})")
-
-
-def _validate_task(task: TaskSignature, symbols: Mapping[str, int]) -> tuple[str, dict[str, int]]:
-    """Everything a tuning could fail on late, checked now: its workload key and the symbol
-    values to tune for, or InvalidRequest / SignatureError with a one-line message."""
-    program = load(task)
+def _plan(strategy: str, trials: int, time_limit_s: float | None) -> SearchPlan:
+    """The request's `SearchPlan`, or InvalidRequest. Its model has checked the trials and the
+    time limit already: what is left for the plan to refuse is the strategy."""
     try:
-        resolved = resolve_symbols(program, symbols)
+        return SearchPlan(strategy, trials, time_limit_s)
+    except ValueError as exc:
+        raise InvalidRequest(f"strategy: {exc}") from None
+
+
+def _validate_task(task: TaskSignature, symbols: Mapping[str, int]) -> ValidTask:
+    """Everything a tuning could fail on late, checked now (`validate_task`): its workload key
+    and the symbol values to tune for, or InvalidRequest / SignatureError with a one-line
+    message."""
+    try:
+        return validate_task(task, symbols)
+    except SignatureError:
+        raise
     except ValueError as exc:
         raise InvalidRequest(f"symbols: {exc}") from None
-    return workload_key(program), resolved
 
 
-def _validate_group_task(index: int, task: GroupTask) -> tuple[str, dict[str, int]]:
+def _validate_group_task(index: int, task: GroupTask) -> ValidTask:
     """`_validate_task`, with the task's index in the message."""
     try:
         return _validate_task(task.task, task.symbols)

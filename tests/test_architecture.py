@@ -120,6 +120,32 @@ def test_each_layer_loads_only_the_layers_below_it(package: str) -> None:
     assert not {name: found for name, found in wrong.items() if found}
 
 
+def test_data_access_loads_nothing_of_the_compiler() -> None:
+    """`server/db/` stores what its callers computed (a config's key is its space's, a
+    workload's key its program's): the layer under the server's logic, not beside it."""
+    wrong = {
+        name: sorted(m for m in _closure(name) if m.startswith("tunehub.compiler"))
+        for name in modules()
+        if name.startswith("tunehub.server.db")
+    }
+    assert not {name: found for name, found in wrong.items() if found}
+
+
+def test_the_service_reads_the_worker_registry_not_the_daemon() -> None:
+    """The API and the tuner list workers and send measure jobs through `worker.registry` and
+    `worker.measure_lock` (call-time imports count too): the daemon's loop and CLI are only for
+    the processes that serve the queues."""
+    importers = [
+        name
+        for name, tree in modules().items()
+        if name.startswith("tunehub.server.")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and "tunehub.worker.daemon" in _imported(node)
+    ]
+    assert not importers
+
+
 def test_frontends_load_torch_and_onnx_only_when_called() -> None:
     """The core package imports, and its tests pass, without either installed (`tunehub.torch`
     is the torch extra itself)."""

@@ -36,9 +36,9 @@ from tunehub.compiler.verify import compare, reduce_extent
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 from tunehub.server.tuner.confirmation import CONTENDERS
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.json"))
@@ -85,12 +85,7 @@ def test_example_tunes_and_its_best_kernel_matches_the_reference(
     target = executor.resolve(Target(kind="cpu"))
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s,
-            signature=signature,
-            target=target,
-            symbols=symbols,
-            trials=TRIALS,
-            strategy=STRATEGY,
+            s, validate_task(signature, symbols), SearchPlan(STRATEGY, TRIALS), target=target
         )
     tuner = Tuner(sessions, executor, threads=THREADS, repeats=REPEATS, min_repeat_s=MIN_REPEAT_S)
     summary = tuner.run(tuning_id)
@@ -99,7 +94,7 @@ def test_example_tunes_and_its_best_kernel_matches_the_reference(
     assert summary.trials == TRIALS
     assert summary.best is not None
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        records = list_records(s, tuning_id=tuning_id, limit=None)
     # REPEATS repeats a measurement; the contenders were measured twice (`confirmation`).
     timed = [len(r.latencies_s) for r in records if r.status == RecordStatus.OK]
     assert all(n <= 2 * REPEATS for n in timed)

@@ -76,6 +76,34 @@ def test_a_command_that_needs_an_extra_names_it() -> None:
     )
 
 
+def test_a_linked_folder_refuses_its_own_name() -> None:
+    """`import server` from a checkout would load a second copy of every module of
+    `tunehub.server`: each folder `tunehub/` links to refuses, naming the right import."""
+    linked = sorted(path.name for path in (ROOT / "tunehub").iterdir() if path.is_symlink())
+    code = f"""
+        import importlib
+        for name in {linked!r}:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                print(exc)
+            else:
+                print(name, "imported")
+        """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"import it as tunehub.{name}, not {name}" for name in linked
+    ]
+    assert "server" in linked  # the links are there: without them this would test nothing
+
+
 def test_the_wheel_installs_tunehub_alone(tmp_path: Path) -> None:
     """Built from a copy of what the Dockerfile copies, so that no build output lands in the
     checkout."""

@@ -1,4 +1,5 @@
-"""Every name tunehub uses in Redis: queues, the worker registry, locks, job ids.
+"""Every name tunehub uses in Redis (queues, the worker registry, locks, job ids), and the
+URL of the Redis they meet at by default.
 
 Built here and nowhere else, so the tuner (which enqueues), the daemons (which consume and
 register) and the API (which lists workers) cannot drift apart. A target's work splits over two
@@ -19,6 +20,8 @@ from enum import StrEnum
 
 from tunehub.schemas.target import Target
 
+# Where the daemons and the service meet unless told otherwise (`TUNEHUB_REDIS_URL`).
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 PREFIX = "tunehub"
 # A set of the names of registered workers; each one's details live at `worker_key(name)`.
 WORKERS_KEY = f"{PREFIX}:workers"

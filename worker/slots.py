@@ -3,7 +3,7 @@ node measures on eight GPUs at once instead of taking turns on one.
 
 Each slot is a daemon process of its own (`worker.daemon`) that sees its device alone (the
 kind's `device_environment`: `CUDA_VISIBLE_DEVICES` for CUDA), serves the queues of that
-device's targets, and measures under that device's lock (`daemon.measuring_unit`). The
+device's targets, and measures under that device's lock (`measure_lock.measuring_unit`). The
 process that starts them waits; a signal to it reaches every slot, and when one slot ends, it
 stops the others and ends too, so a supervisor (systemd, Kubernetes) sees one service that
 lives or dies whole.
@@ -24,7 +24,7 @@ from tunehub.schemas.target import kinds
 from tunehub.worker.backend import worker_backend
 
 # The measuring slot a daemon is (`kind:device`, e.g. `cuda:1`), in the environment of the
-# daemons `run_slots` starts (`daemon.measuring_unit`).
+# daemons `run_slots` starts (`measure_lock.measuring_unit`).
 SLOT_ENV = "TUNEHUB_WORKER_SLOT"
 # How long slots get to finish their job after the signal before they are killed.
 STOP_TIMEOUT_S = 60.0

@@ -102,7 +102,13 @@ def tune(
     """
     from tunehub.compiler.program import load
     from tunehub.server.db.session import session_scope
-    from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning, resolve_symbols
+    from tunehub.server.tuner import (
+        LocalExecutor,
+        SearchPlan,
+        Tuner,
+        register_tuning,
+        validate_task,
+    )
     from tunehub.worker import device
     from tunehub.worker.backend import worker_backend
 
@@ -120,12 +126,9 @@ def tune(
                 tuning_ids = [
                     register_tuning(
                         s,
-                        signature=loaded[index][0],
+                        validate_task(loaded[index][0], symbols),
+                        SearchPlan(strategy, trials, time_limit_s),
                         target=target,
-                        symbols=resolve_symbols(loaded[index][1], symbols),
-                        trials=trials,
-                        strategy=strategy,
-                        time_limit_s=time_limit_s,
                     )
                     for index, symbols in tasks
                 ]
@@ -217,8 +220,9 @@ def kernel(
     from tunehub.compiler.program import load
     from tunehub.runtime.directory import save_kernel
     from tunehub.runtime.dispatch import save_dispatch
-    from tunehub.server.db import store
+    from tunehub.server.best import best_for_device, dispatch_table
     from tunehub.server.db.session import session_scope
+    from tunehub.server.db.workloads import get_workload, resolve_workload_key
 
     if dispatch and symbol_args:
         raise UserError("--dispatch exports every tuned symbol value: leave --symbol out")
@@ -232,13 +236,13 @@ def kernel(
     device = caller_device(device, target_text)
     with session_scope(local_sessions(db_url)) as s:
         try:
-            workload_key = store.resolve_workload_key(s, workload_key)
+            workload_key = resolve_workload_key(s, workload_key)
         except LookupError as exc:
             raise UserError(f"{exc} (see `tunehub validate`)") from exc
-        workload = store.get_workload(s, workload_key)
+        workload = get_workload(s, workload_key)
         assert workload is not None  # resolved
         if dispatch:
-            table = store.dispatch_table(s, workload_key, target, device)
+            table = dispatch_table(s, workload_key, target, device)
             if table is None:
                 raise UserError(
                     f"no verified kernel for workload {workload_key[:12]} on {target}: "
@@ -249,7 +253,7 @@ def kernel(
             show_dispatch(out_dir, table)
             return
         symbols = _symbols(load(workload.signature), symbol_args)
-        found = store.best_for_device(
+        found = best_for_device(
             s, workload_key=workload_key, target=target, symbols=symbols, device=device
         )
         best = found.record
@@ -280,10 +284,10 @@ def _workload_key(path: Path) -> str:
 def _stored_kernel(s: Session, record: RecordView, name: str) -> KernelFiles:
     """The files of `record`'s kernel, from the local database's artifact store."""
     from tunehub.client.sdk import kernel_metadata
-    from tunehub.server.db import store
+    from tunehub.server.db.artifacts import get_artifact
     from tunehub.server.kernels import kernel_meta
 
-    artifact = store.get_artifact(s, record.artifact_sha256) if record.artifact_sha256 else None
+    artifact = get_artifact(s, record.artifact_sha256) if record.artifact_sha256 else None
     if artifact is None:
         raise InternalError(f"record {record.id} has no artifact in the database")
     meta = kernel_meta(s, artifact, record.workload_key)

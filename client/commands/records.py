@@ -127,13 +127,13 @@ def push(server: str, token: str | None, prefixes: tuple[str, ...], db_url: str 
 def _workload_keys(s: Session, prefixes: tuple[str, ...]) -> list[str] | None:
     """The workloads `--workload` names, each a key or a prefix (all that start with it);
     None (every workload) without any."""
-    from tunehub.server.db import store
+    from tunehub.server.db.workloads import workloads_with_prefix
 
     if not prefixes:
         return None
     keys: list[str] = []
     for prefix in prefixes:
-        found = store.workloads_with_prefix(s, prefix, limit=None)
+        found = workloads_with_prefix(s, prefix, limit=None)
         if not found:
             raise UserError(f"no workload has a key starting with {prefix!r}")
         keys.extend(key for key in found if key not in keys)

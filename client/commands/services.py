@@ -138,7 +138,7 @@ def demo(
 def tuner(redis_url: str | None, name: str | None, burst: bool) -> None:
     """Run queued tunings: the tuner daemon (needs TUNEHUB_DATABASE_URL and Redis)."""
     from tunehub.server.tuner.service import run_tuner_daemon
-    from tunehub.worker.daemon import DEFAULT_REDIS_URL
+    from tunehub.worker.queues import DEFAULT_REDIS_URL
 
     _log_to_stderr()
     try:
@@ -168,7 +168,8 @@ def worker(
     gpus: str | None,
 ) -> None:
     """Build and measure candidates for the tuners (joins with only the Redis URL)."""
-    from tunehub.worker.daemon import DEFAULT_REDIS_URL, serve
+    from tunehub.worker.daemon import serve
+    from tunehub.worker.queues import DEFAULT_REDIS_URL
 
     _log_to_stderr()
     url = redis_url or DEFAULT_REDIS_URL

@@ -9,11 +9,13 @@ from tunehub.compiler.search.model_guided import Guide, ModelGuidedSearch, Train
 from tunehub.compiler.search.random_search import RandomSearch
 from tunehub.compiler.search.strategy import Result, SearchStrategy
 from tunehub.compiler.space.space import Space
+from tunehub.schemas.api import StrategyName
 
+# Each strategy under its name in the wire format's one list of them (`schemas.api`).
 STRATEGIES: dict[str, type[SearchStrategy]] = {
-    "model": ModelGuidedSearch,
-    "random": RandomSearch,
-    "evolutionary": EvolutionarySearch,
+    StrategyName.MODEL: ModelGuidedSearch,
+    StrategyName.RANDOM: RandomSearch,
+    StrategyName.EVOLUTIONARY: EvolutionarySearch,
 }
 
 

@@ -19,8 +19,8 @@ from tunehub.schemas.api import DEFAULT_PAGE_SIZE, MAX_ID, MAX_PAGE_SIZE, SHA256
 from tunehub.schemas.target import Target
 from tunehub.server.api.metrics import Metrics
 from tunehub.server.api.verifier import TokenVerifier
-from tunehub.server.best import BestLookup
-from tunehub.server.db import store
+from tunehub.server.best_cache import BestLookup
+from tunehub.server.db import artifacts, groups, tunings, workloads
 from tunehub.server.db.models import Artifact, Tuning, TuningGroup, Workload
 from tunehub.server.db.session import session_scope
 from tunehub.server.errors import InvalidRequest, NotFound
@@ -65,28 +65,28 @@ WorkloadKeyQuery = Annotated[str | None, Query(pattern=SHA256_PATTERN)]
 
 
 def get_tuning(tuning_id: TuningId, s: SessionDep) -> Tuning:
-    tuning = store.get_tuning(s, tuning_id)
+    tuning = tunings.get_tuning(s, tuning_id)
     if tuning is None:
         raise NotFound(f"no tuning {tuning_id}")
     return tuning
 
 
 def get_group(group_id: GroupId, s: SessionDep) -> TuningGroup:
-    group = store.get_group(s, group_id)
+    group = groups.get_group(s, group_id)
     if group is None:
         raise NotFound(f"no tuning group {group_id}")
     return group
 
 
 def get_workload(key: WorkloadKey, s: SessionDep) -> Workload:
-    workload = store.get_workload(s, key)
+    workload = workloads.get_workload(s, key)
     if workload is None:
         raise NotFound(f"no workload {key}")
     return workload
 
 
 def get_artifact(sha256: Sha256, s: SessionDep) -> Artifact:
-    artifact = store.get_artifact(s, sha256)
+    artifact = artifacts.get_artifact(s, sha256)
     if artifact is None:
         raise NotFound(f"no artifact {sha256}")
     return artifact

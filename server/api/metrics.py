@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tunehub.schemas.record import RecordStatus, TuningStatus
-from tunehub.server.db import store
+from tunehub.server.db.counts import count_records_by_status, count_tunings_by_status
 from tunehub.server.db.session import session_scope
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ class DatabaseCollector(Collector):
         up = GaugeMetricFamily("tunehub_database_up", "Whether the last scrape read the database")
         try:
             with session_scope(self.sessions) as s:
-                tunings = store.count_tunings_by_status(s)
-                records = store.count_records_by_status(s)
+                tunings = count_tunings_by_status(s)
+                records = count_records_by_status(s)
         except SQLAlchemyError as exc:
             log.warning("metrics: cannot read the database: %s", exc)
             up.add_metric([], 0)

@@ -8,8 +8,10 @@ from typing import TypeVar
 from sqlalchemy.orm import Session
 
 from tunehub.schemas.api import MAX_ID, Page, RecordView, Submission, TuningGroupView, TuningView
-from tunehub.server.db import store
+from tunehub.server.db.groups import group_members, group_statuses
 from tunehub.server.db.models import Record, Tuning, TuningGroup
+from tunehub.server.db.records import get_records
+from tunehub.server.db.tunings import get_tuning
 from tunehub.server.groups import group_state
 from tunehub.server.submit import Submitted
 
@@ -18,7 +20,7 @@ ItemT = TypeVar("ItemT")
 
 def tuning_views(s: Session, tunings: Sequence[Tuning]) -> list[TuningView]:
     """Views of `tunings`, their best records read in one query."""
-    best = store.get_records(s, ids=[t.best_record_id for t in tunings if t.best_record_id])
+    best = get_records(s, ids=[t.best_record_id for t in tunings if t.best_record_id])
     return [_tuning_view(t, best.get(t.best_record_id or 0)) for t in tunings]
 
 
@@ -27,7 +29,7 @@ def tuning_view(s: Session, tuning: Tuning) -> TuningView:
 
 
 def submission(s: Session, submitted: Submitted) -> Submission:
-    tuning = store.get_tuning(s, submitted.tuning_id)
+    tuning = get_tuning(s, submitted.tuning_id)
     assert tuning is not None  # committed by the submission
     view = tuning_view(s, tuning)
     return Submission(**dict(view), outcome=submitted.outcome)
@@ -36,7 +38,7 @@ def submission(s: Session, submitted: Submitted) -> Submission:
 def group_views(s: Session, groups: Sequence[TuningGroup]) -> list[TuningGroupView]:
     """Views of `groups`: their members, statuses and best records in three queries."""
     ids = [g.id for g in groups]
-    members, statuses = store.group_members(s, ids), store.group_statuses(s, ids)
+    members, statuses = group_members(s, ids), group_statuses(s, ids)
     tunings = tuning_views(s, [t for g in groups for t in members.get(g.id, [])])
     by_id = {view.id: view for view in tunings}
     views = []

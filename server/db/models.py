@@ -169,7 +169,7 @@ class Record(Base):
     feature_version: Mapped[int] = mapped_column(Integer)
     status: Mapped[RecordStatus] = mapped_column(_status_type(RecordStatus))
     # The median of its measurement's repeats; the least median where it was measured again
-    # (`store.add_timings`). `latencies_s`: every timed repeat, in order.
+    # (`db.records.add_timings`). `latencies_s`: every timed repeat, in order.
     latency_s: Mapped[float | None] = mapped_column(Double)
     latencies_s: Mapped[list[float]] = mapped_column(JSONType)
     build_time_s: Mapped[float | None] = mapped_column(Double)

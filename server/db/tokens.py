@@ -3,7 +3,7 @@
 The secret (`thk_` and 43 URL-safe characters, 256 random bits) is returned once, by
 `create_token`; the database keeps only its sha256. A high-entropy secret needs no slow,
 salted hash: nobody can guess one, and a plain sha256 lets `find_token` be one indexed lookup
-per request. Like the store, these functions flush but never commit.
+per request. Like the other data-access modules, these functions flush but never commit.
 """
 
 from __future__ import annotations

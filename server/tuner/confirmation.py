@@ -8,7 +8,7 @@ The contenders, the best so far, the space's default (its considered guess, ofte
 best: a burst over its one measurement must not leave a tuning naming a slower kernel) and the
 others whose fastest repeat was fastest (those a burst may have slowed), are built and
 measured again in one batch; each record gains the repeats
-and keeps the lesser median (`store.add_timings`): noise only ever adds time. A contender
+and keeps the lesser median (`db.records.add_timings`): noise only ever adds time. A contender
 whose kernel now computes a wrong answer or crashes is demoted: a kernel that is right only
 sometimes can never be the best."""
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tunehub.schemas.record import RecordStatus
-from tunehub.server.db import store
 from tunehub.server.db.models import Record
+from tunehub.server.db.records import add_timings, demote, device_identity
 from tunehub.worker.jobs import CandidateResult
 
 # Records a tuning measures again at its end: a few seconds of builds and timings, against a
@@ -49,9 +49,9 @@ def settle(record: Record, result: CandidateResult) -> None:
     that need not be the kernel's."""
     if result.machine.get("threads") != record.machine.get("threads"):
         return
-    if store.device_identity(result.machine) != (record.device, record.driver, record.toolkit):
+    if device_identity(result.machine) != (record.device, record.driver, record.toolkit):
         return
     if result.status is RecordStatus.OK:
-        store.add_timings(record, result.latencies_s, result.max_error)
+        add_timings(record, result.latencies_s, result.max_error)
     elif result.status in FLAKY:
-        store.demote(record, result.status, result.log)
+        demote(record, result.status, result.log)

@@ -28,7 +28,8 @@ from tunehub.compiler.program import load
 from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.records import count_records, list_records
+from tunehub.server.db.sql import canonical_json
 from tunehub.server.tuner.executor import spawn_pool
 
 # Records of other workloads a cost model trains on besides the tuned one's: the newest ones.
@@ -143,15 +144,15 @@ def transfer_set(
     less the tuned workload's own (the strategy learns those from `known`), grouped by
     workload and symbol values: a model only compares records within a group."""
     version = features.FEATURE_VERSION
-    total = store.count_records(s, target=target, feature_version=version)
-    records = store.list_records(
+    total = count_records(s, target=target, feature_version=version)
+    records = list_records(
         s,
         target=target,
         feature_version=version,
         limit=TRANSFER_RECORDS,
         offset=max(0, total - TRANSFER_RECORDS),
     )
-    own = (workload_key, store.canonical_json(symbols))
+    own = (workload_key, canonical_json(symbols))
     others = [r for r in records if (r.workload_key, r.symbols_key) != own]
     return search.TrainingSet(
         [list(r.features) for r in others],

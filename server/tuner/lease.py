@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tunehub.schemas.record import TuningStatus
 from tunehub.server.db.models import Tuning, utcnow
 from tunehub.server.db.session import session_scope
-from tunehub.server.db.store import ACTIVE_TUNING_STATUSES
+from tunehub.server.db.tunings import ACTIVE_TUNING_STATUSES
 
 # A lease ends this long after its last renewal; renewed every RENEW_S, it survives two
 # missed renewals (a busy database, a paused process) before another tuner takes over.

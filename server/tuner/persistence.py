@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from tunehub.compiler.space.space import Config
+from tunehub.compiler.space.space import Config, Space
 from tunehub.runtime.backend import target_runtime
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.artifacts import put_artifact
+from tunehub.server.db.records import NewRecord, add_record
 from tunehub.worker.jobs import CandidateResult
 
 # Feature version of records without a feature vector (the candidate failed before lowering).
@@ -34,16 +35,17 @@ class RecordContext:
 
 def new_record(
     context: RecordContext, config: Config, result: CandidateResult, artifact_sha256: str | None
-) -> store.NewRecord:
+) -> NewRecord:
     """The record of `result`, the outcome of `config`; a failure keeps its log, a success
     its stored artifact."""
     ok = result.status is RecordStatus.OK
-    return store.NewRecord(
+    return NewRecord(
         workload_key=context.workload_key,
         target=context.target,
         symbols=context.symbols,
         tuning_id=context.tuning_id,
         config=config,
+        config_key=Space.key(config),
         features=list(result.features.values()),
         feature_version=NO_FEATURES
         if result.feature_version is None
@@ -61,11 +63,11 @@ def new_record(
 
 def persist(
     s: Session, context: RecordContext, config: Config, result: CandidateResult
-) -> store.NewRecord:
+) -> NewRecord:
     """Store `result` (and its artifact, when it ran correctly); the record it stored."""
     sha256 = None
     if result.status is RecordStatus.OK and result.artifact is not None:
-        sha256 = store.put_artifact(
+        sha256 = put_artifact(
             s,
             data=result.artifact,
             kind=target_runtime(context.target.kind).artifact_kind,
@@ -73,5 +75,5 @@ def persist(
             meta=result.metadata,
         )
     record = new_record(context, config, result, sha256)
-    store.add_record(s, record)
+    add_record(s, record)
     return record

@@ -17,7 +17,10 @@ from tunehub.compiler.space import space_for
 from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_record
+from tunehub.server.db.records import list_records
+from tunehub.server.db.tunings import get_tuning
+from tunehub.server.db.workloads import get_workload
 
 
 @dataclass(frozen=True)
@@ -70,18 +73,18 @@ class TuningSummary:
 
 def summarize(s: Session, tuning_id: int) -> TuningSummary:
     """The summary of tuning `tuning_id` as the database has it now."""
-    tuning = store.get_tuning(s, tuning_id)
+    tuning = get_tuning(s, tuning_id)
     if tuning is None:
         raise LookupError(f"no tuning {tuning_id}")
-    records = store.list_records(s, tuning_id=tuning_id, limit=None)
+    records = list_records(s, tuning_id=tuning_id, limit=None)
     failures = Counter(str(r.status) for r in records if r.status != RecordStatus.OK)
     # Records name the complete target the tuning resolved to; take it from them.
     target = records[0].target if records else tuning.target
     symbols = dict(tuning.symbols)
-    workload = store.get_workload(s, tuning.workload_key)
+    workload = get_workload(s, tuning.workload_key)
     assert workload is not None  # a foreign key
     program = load(workload.signature)
-    best = store.best_record(s, workload_key=tuning.workload_key, target=target, symbols=symbols)
+    best = best_record(s, workload_key=tuning.workload_key, target=target, symbols=symbols)
     baseline = None
     if records:
         naive = space_for(program, Target.parse(target)).naive()
@@ -111,7 +114,7 @@ def _latency_of(
 ) -> float | None:
     """The latency `config` measured here (None if it never ran correctly)."""
     key = Space.key(config)
-    ok = store.list_records(
+    ok = list_records(
         s,
         workload_key=workload_key,
         target=target,

@@ -10,7 +10,7 @@ Two kinds of failure, never confused:
 - the candidate's own (invalid config, compile error, crash, timeout, wrong answer): the job
   functions return them as ordinary `CandidateResult`s, recorded as they are, never retried;
 - the infrastructure's: the job raised in the worker (an RQ timeout, a bug, a version skew),
-  its worker died holding it (its registration expired: see `worker.daemon`), it vanished
+  its worker died holding it (its registration expired: see `worker.registry`), it vanished
   from Redis, or it overran its timeout. The job is sent again, up to `max_attempts` times in
   all for each phase; a candidate that fails that often (one that kills every worker it
   meets, say) is recorded as a compile error (build) or runtime error (measure) whose log
@@ -42,10 +42,11 @@ from rq.job import Job, JobStatus
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
 from tunehub.server.tuner.executor import Executor
-from tunehub.worker.daemon import HEARTBEAT_S, WorkerInfo, list_workers, measure
 from tunehub.worker.jobs import CandidateRequest, CandidateResult, build_candidate
+from tunehub.worker.measure_lock import measure
 from tunehub.worker.outage import Outage
 from tunehub.worker.queues import Phase, parse_queue, queue_name
+from tunehub.worker.registry import HEARTBEAT_S, WorkerInfo, list_workers
 
 # Job timeouts are the candidate's own limits plus room for what comes around them: lowering
 # and features for a build; the reference outputs, the measuring child's start-up and the wait

@@ -47,8 +47,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.groups import get_group, group_members
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.db.tunings import get_tuning, move_tunings
 from tunehub.server.generations import BestGenerations
 from tunehub.server.settings import Settings, get_settings
 from tunehub.server.tuner.lease import Heartbeat, Lease, LeaseLost, claim_next
@@ -56,9 +57,9 @@ from tunehub.server.tuner.reporting import TuningSummary
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.server.tuner.tuner import Tuner
 from tunehub.worker import device, logs
-from tunehub.worker.daemon import DEFAULT_REDIS_URL, Registration, claim_name
 from tunehub.worker.outage import Outage
-from tunehub.worker.queues import TUNERS_KEY, tuner_key
+from tunehub.worker.queues import DEFAULT_REDIS_URL, TUNERS_KEY, tuner_key
+from tunehub.worker.registry import Registration, claim_name
 
 # How often an idle tuner looks for queued tunings.
 POLL_S = 0.5
@@ -232,7 +233,7 @@ def settle(
             if exitcode and not stopping:
                 how = f"signal {-exitcode}" if exitcode < 0 else f"status {exitcode}"
                 error = f"the tuner process died ({how}); submit it again to resume"
-                store.move_tunings(s, lease.held_ids(s), TuningStatus.FAILED, error=error)
+                move_tunings(s, lease.held_ids(s), TuningStatus.FAILED, error=error)
             lease.release(s, requeue=stopping)
     except OperationalError as exc:
         log.warning("could not release %s (%s); its lease runs out", lease.unit, exc)
@@ -251,8 +252,8 @@ def _run_group(
     """The group's unfinished members (those of `lease`, under one) on what is left of its
     budget: a group taken over after its tuner died goes on where it stopped."""
     with session_scope(sessions) as s:
-        group = store.get_group(s, group_id)
-        members = store.group_members(s, [group_id]).get(group_id, [])
+        group = get_group(s, group_id)
+        members = group_members(s, [group_id]).get(group_id, [])
         if group is None or not members:
             raise LookupError(f"no tuning group {group_id}")
         held = set(lease.unit.tuning_ids) if lease is not None else {t.id for t in members}
@@ -308,7 +309,7 @@ def _tuner(
     (`tuning_id`'s target: a group's members share theirs), that tells the API's best caches
     of every batch it stores."""
     with session_scope(sessions) as s:
-        tuning = store.get_tuning(s, tuning_id)
+        tuning = get_tuning(s, tuning_id)
         if tuning is None:
             raise LookupError(f"no tuning {tuning_id}")
         target = Target.parse(tuning.target)
@@ -326,7 +327,7 @@ def _tuner(
 
 def _fail(sessions: sessionmaker[Session], tuning_ids: Sequence[int], error: str) -> None:
     with session_scope(sessions) as s:
-        store.move_tunings(s, tuning_ids, TuningStatus.FAILED, error=error)
+        move_tunings(s, tuning_ids, TuningStatus.FAILED, error=error)
 
 
 if __name__ == "__main__":

@@ -44,8 +44,12 @@ from tunehub.compiler.space import space_for
 from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_record
+from tunehub.server.db.cost_models import add_cost_model
+from tunehub.server.db.records import get_records, list_records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning, move_tunings, update_tuning
+from tunehub.server.db.workloads import get_workload
 from tunehub.server.generations import BestGenerations
 from tunehub.server.tuner import confirmation
 from tunehub.server.tuner.executor import Executor
@@ -227,18 +231,18 @@ class Tuner:
 
     def _mark(self, tuning_ids: Sequence[int], status: TuningStatus, error: str) -> None:
         with session_scope(self.sessions) as s:
-            store.move_tunings(s, tuning_ids, status, error=error)
+            move_tunings(s, tuning_ids, status, error=error)
 
     def _start(self, tuning_id: int) -> _Job | None:
         """Mark the tuning running and read what it needs; None when it was cancelled."""
         with session_scope(self.sessions) as s:
-            if not store.move_tunings(s, [tuning_id], TuningStatus.RUNNING, only_from=STARTABLE):
-                if store.get_tuning(s, tuning_id) is None:
+            if not move_tunings(s, [tuning_id], TuningStatus.RUNNING, only_from=STARTABLE):
+                if get_tuning(s, tuning_id) is None:
                     raise LookupError(f"no tuning {tuning_id}")
                 return None
-            tuning = store.get_tuning(s, tuning_id)
+            tuning = get_tuning(s, tuning_id)
             assert tuning is not None  # just updated
-            workload = store.get_workload(s, tuning.workload_key)
+            workload = get_workload(s, tuning.workload_key)
             assert workload is not None  # a foreign key
             return _Job(
                 tuning_id=tuning.id,
@@ -255,7 +259,7 @@ class Tuner:
     def cancelled(self, tuning_id: int) -> bool:
         """Re-read from the database: the API cancels a tuning by setting its status."""
         with session_scope(self.sessions) as s:
-            tuning = store.get_tuning(s, tuning_id)
+            tuning = get_tuning(s, tuning_id)
             return tuning is None or tuning.status == TuningStatus.CANCELLED
 
 
@@ -272,7 +276,7 @@ class _Run:
         self.context = RecordContext(job.workload_key, job.tuning_id, target, symbols)
         space = space_for(program, target)
         with session_scope(tuner.sessions) as s:
-            records = store.list_records(
+            records = list_records(
                 s, workload_key=job.workload_key, target=target, symbols=symbols, limit=None
             )
             known = [(r.config, learned(r.status, r.latency_s)) for r in records]
@@ -331,28 +335,28 @@ class _Run:
     def finish(self, reason: str | None = None) -> None:
         """Measure the contenders again, save the last cost model and mark the tuning done,
         if it is still running: one cancelled (or failed) meanwhile keeps that status
-        (`store.move_tunings`). `reason`: why it stopped before its trials, kept for its
+        (`db.tunings.move_tunings`). `reason`: why it stopped before its trials, kept for its
         status."""
         if not self.tuner.cancelled(self.job.tuning_id):
             self._confirm()
         with session_scope(self.tuner.sessions) as s:
             if reason is not None:
-                store.update_tuning(s, self.job.tuning_id, stop_reason=reason)
+                update_tuning(s, self.job.tuning_id, stop_reason=reason)
             if self.guide is not None and self.guide.model.trained:
-                store.add_cost_model(
+                add_cost_model(
                     s,
                     target=self.context.target,
                     feature_version=features.FEATURE_VERSION,
                     n_train=self.guide.model.n_train,
                     blob=self.guide.model.save(),
                 )
-            store.move_tunings(s, [self.job.tuning_id], TuningStatus.DONE)
+            move_tunings(s, [self.job.tuning_id], TuningStatus.DONE)
 
     def _confirm(self) -> None:
         """Measure the best few records again, in one batch (`confirmation`)."""
         job, context = self.job, self.context
         with session_scope(self.tuner.sessions) as s:
-            records = store.list_records(
+            records = list_records(
                 s,
                 workload_key=job.workload_key,
                 target=context.target,
@@ -368,7 +372,7 @@ class _Run:
             return
         results = self.tuner.executor.run([self._request(config) for _, config in chosen])
         with self._storing() as s:
-            found = store.get_records(s, ids=[record_id for record_id, _ in chosen])
+            found = get_records(s, ids=[record_id for record_id, _ in chosen])
             for (record_id, _), result in zip(chosen, results, strict=True):
                 confirmation.settle(found[record_id], result)
             self._name_best(s)
@@ -387,10 +391,10 @@ class _Run:
     def _name_best(self, s: Session) -> None:
         """Point the tuning at the workload's best record, with its trials done so far."""
         job, context = self.job, self.context
-        best = store.best_record(
+        best = best_record(
             s, workload_key=job.workload_key, target=context.target, symbols=context.symbols
         )
-        store.update_tuning(
+        update_tuning(
             s, job.tuning_id, trials_done=self.done, best_record_id=best.id if best else None
         )
         self.best_latency_s = best.latency_s if best else None

@@ -19,13 +19,17 @@ from sqlalchemy.orm import Session
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import dispatch_table
+from tunehub.server.db.counts import count_tunings_by_status
 from tunehub.server.db.models import Record, Tuning, Workload
+from tunehub.server.db.records import get_records, list_records
+from tunehub.server.db.tunings import ACTIVE_TUNING_STATUSES, list_tunings
+from tunehub.server.db.workloads import list_workloads
 from tunehub.server.tuner.reporting import summarize
 from tunehub.server.tuner.service import living_tuners
 from tunehub.server.ui import format, queries
 from tunehub.server.ui.chart import Chart, curve
-from tunehub.worker.daemon import list_workers
+from tunehub.worker.registry import list_workers
 
 # The newest tunings and workloads a list page shows, and the newest records a tuning's.
 PAGE_SIZE = 50
@@ -161,14 +165,14 @@ class WorkersPage:
 
 def tunings_page(s: Session, *, offset: int = 0) -> TuningsPage:
     """The newest tunings from `offset` on, with their progress and best so far."""
-    tunings = store.list_tunings(s, limit=PAGE_SIZE + 1, offset=offset)
+    tunings = list_tunings(s, limit=PAGE_SIZE + 1, offset=offset)
     return TuningsPage(tuning_rows(s, tunings[:PAGE_SIZE]), len(tunings) > PAGE_SIZE)
 
 
 def tuning_rows(s: Session, tunings: Sequence[Tuning]) -> list[TuningRow]:
     """Rows of `tunings`: their workloads' names and best records in one query each."""
     names = queries.workload_names(s, [t.workload_key for t in tunings])
-    best = store.get_records(s, ids=[t.best_record_id for t in tunings if t.best_record_id])
+    best = get_records(s, ids=[t.best_record_id for t in tunings if t.best_record_id])
     return [
         TuningRow(
             id=t.id,
@@ -193,7 +197,7 @@ def tuning_page(s: Session, tuning: Tuning, *, now: datetime | None = None) -> T
     and its newest records."""
     now = now or datetime.now(UTC)
     summary = summarize(s, tuning.id)
-    records = store.list_records(s, tuning_id=tuning.id, limit=None)
+    records = list_records(s, tuning_id=tuning.id, limit=None)
     start = tuning.started_at or (records[0].created_at if records else tuning.created_at)
     end = tuning.finished_at or (now if _is_active(tuning) else None)
     latencies = [r.latency_s if r.status == RecordStatus.OK else None for r in records]
@@ -237,7 +241,7 @@ def tuning_page(s: Session, tuning: Tuning, *, now: datetime | None = None) -> T
 
 def workloads_page(s: Session, *, offset: int = 0) -> WorkloadsPage:
     """The newest workloads from `offset` on, with the best kernel of each on every target."""
-    found = store.list_workloads(s, limit=PAGE_SIZE + 1, offset=offset)
+    found = list_workloads(s, limit=PAGE_SIZE + 1, offset=offset)
     workloads = found[:PAGE_SIZE]
     best = queries.best_per_target(s, [w.key for w in workloads])
     rows = [
@@ -258,7 +262,7 @@ def workload_page(s: Session, workload: Workload) -> WorkloadPage:
     declared = TaskSignature.model_validate(workload.signature).symbols
     tables = []
     for target in queries.record_targets(s, workload.key):
-        table = store.dispatch_table(s, workload.key, Target.parse(target))
+        table = dispatch_table(s, workload.key, Target.parse(target))
         if table is None:  # nothing correct on this target yet
             continue
         dispatch = [
@@ -271,14 +275,14 @@ def workload_page(s: Session, workload: Workload) -> WorkloadPage:
         name=workload.name,
         symbols=", ".join(f"{n} in [{d.min}, {d.max}]" for n, d in declared.items()) or "—",
         targets=tables,
-        tunings=tuning_rows(s, store.list_tunings(s, limit=PAGE_SIZE, workload_key=workload.key)),
+        tunings=tuning_rows(s, list_tunings(s, limit=PAGE_SIZE, workload_key=workload.key)),
     )
 
 
 def workers_page(s: Session, redis: Redis | None, *, now: datetime | None = None) -> WorkersPage:
     """The living workers with their heartbeats, the depth of every RQ queue, and the tuners
     with their queue (the tunings the database holds queued and running)."""
-    counts = store.count_tunings_by_status(s)
+    counts = count_tunings_by_status(s)
     tunings = QueueRow(
         "tunings", counts.get(TuningStatus.QUEUED, 0), counts.get(TuningStatus.RUNNING, 0)
     )
@@ -361,4 +365,4 @@ def _latency(record: Record | None) -> float | None:
 
 
 def _is_active(tuning: Tuning) -> bool:
-    return tuning.status in store.ACTIVE_TUNING_STATUSES
+    return tuning.status in ACTIVE_TUNING_STATUSES

@@ -11,11 +11,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.api import Scope
 from tunehub.schemas.record import RecordStatus
-from tunehub.server.db import store, tokens
+from tunehub.server.db import records, tokens
+from tunehub.server.db.artifacts import put_artifact
 from tunehub.server.db.models import Record
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.workloads import upsert_workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -60,20 +63,22 @@ def add_record(
     """One record of `sig` (its workload created on first use), with an artifact if given."""
     with session_scope(sessions(client)) as s:
         key = key_of(sig)
-        store.upsert_workload(s, key=key, name=sig["name"], signature=sig)
+        upsert_workload(s, key=key, name=sig["name"], signature=sig)
         sha256 = None
+        config = config if config is not None else {"latency": latency_s, "status": status}
         if artifact is not None:
-            sha256 = store.put_artifact(
+            sha256 = put_artifact(
                 s, data=artifact, kind="so", source="int f();", meta={"entry": "f"}
             )
-        return store.add_record(
+        return records.add_record(
             s,
-            store.NewRecord(
+            records.NewRecord(
                 workload_key=key,
                 target=target,
                 symbols=symbols or {},
                 tuning_id=None,
-                config=config if config is not None else {"latency": latency_s, "status": status},
+                config=config,
+                config_key=Space.key(config),
                 features=[1.0, 2.0],
                 feature_version=1,
                 status=status,

@@ -17,11 +17,13 @@ from redis import Redis
 from tests.api.api_process import ApiProcess, api_env, tunehub_api
 from tests.api.conftest import MakeClient
 from tests.api.data import add_record, key_of, make_token, sessions, signature
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.api import BestView, Scope
 from tunehub.schemas.record import RecordStatus
-from tunehub.server.db import store
+from tunehub.server.db import records
 from tunehub.server.db.models import Record
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.db.workloads import upsert_workload
 from tunehub.server.generations import BestGenerations
 
 TARGET = "cpu:x86_64-avx2"
@@ -96,15 +98,16 @@ def _add_behind_the_tuners_back(database_url: str, sig: dict[str, Any], latency_
     try:
         with session_scope(session_factory(engine)) as s:
             key = key_of(sig)
-            store.upsert_workload(s, key=key, name=sig["name"], signature=sig)
-            return store.add_record(
+            upsert_workload(s, key=key, name=sig["name"], signature=sig)
+            return records.add_record(
                 s,
-                store.NewRecord(
+                records.NewRecord(
                     workload_key=key,
                     target=TARGET,
                     symbols={},
                     tuning_id=None,
                     config={"latency": latency_s},
+                    config_key=Space.key({"latency": latency_s}),
                     features=[],
                     feature_version=1,
                     status=RecordStatus.OK,

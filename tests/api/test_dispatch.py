@@ -10,7 +10,7 @@ from tests.api.data import add_record, key_of, sessions, signature
 from tunehub.schemas.dispatch import DispatchTable
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import dispatch_table
 from tunehub.server.db.session import session_scope
 
 INT4 = signature("int4_matmul")
@@ -54,7 +54,7 @@ def test_the_table_is_one_query(client: TestClient) -> None:
     engine = factory.kw["bind"]
     event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
     with session_scope(factory) as s:
-        table = store.dispatch_table(s, key_of(INT4), Target.parse("cpu"))
+        table = dispatch_table(s, key_of(INT4), Target.parse("cpu"))
     assert table is not None and len(table.entries) == 4
     records = [sql for sql in statements if "FROM records" in sql]
     assert len(records) == 1, statements

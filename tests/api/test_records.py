@@ -7,10 +7,13 @@ from pathlib import Path
 
 from tests.api.conftest import MakeClient
 from tests.api.data import add_record, key_of, make_token, sessions, signature
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.api import Scope
 from tunehub.schemas.record import RecordStatus
-from tunehub.server.db import store
+from tunehub.server.db import records
+from tunehub.server.db.artifacts import put_artifact
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.db.workloads import upsert_workload
 from tunehub.server.records import export_lines
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
@@ -24,16 +27,17 @@ def _file(tmp_path: Path) -> str:
     try:
         with session_scope(session_factory(engine)) as s:
             sig = signature()
-            store.upsert_workload(s, key=key_of(sig), name=sig["name"], signature=sig)
-            sha256 = store.put_artifact(s, data=b"kernel", kind="so", source=None, meta={})
-            store.add_record(
+            upsert_workload(s, key=key_of(sig), name=sig["name"], signature=sig)
+            sha256 = put_artifact(s, data=b"kernel", kind="so", source=None, meta={})
+            records.add_record(
                 s,
-                store.NewRecord(
+                records.NewRecord(
                     workload_key=key_of(sig),
                     target="cpu:x86_64-avx2",
                     symbols={},
                     tuning_id=None,
                     config={"a": 1},
+                    config_key=Space.key({"a": 1}),
                     features=[],
                     feature_version=1,
                     status=RecordStatus.OK,

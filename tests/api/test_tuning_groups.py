@@ -11,8 +11,8 @@ from tests.api.conftest import MakeClient
 from tests.api.data import key_of, make_token, sessions, signature
 from tunehub.schemas.api import MAX_GROUP_TASKS, Scope, TuningGroupView, TuningView
 from tunehub.schemas.record import TuningStatus
-from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import update_tuning
 
 TARGET = "cpu:x86_64-avx2"
 
@@ -41,7 +41,7 @@ def _refused(client: TestClient, body: dict[str, Any], status: int = 422) -> str
 
 def _set_status(client: TestClient, tuning_id: int, status: TuningStatus, **fields: Any) -> None:
     with session_scope(sessions(client)) as s:
-        store.update_tuning(s, tuning_id, status=status, **fields)
+        update_tuning(s, tuning_id, status=status, **fields)
 
 
 def test_a_group_queues_one_tuning_per_task(client: TestClient) -> None:

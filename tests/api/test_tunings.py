@@ -9,8 +9,8 @@ from tests.api.data import add_record, key_of, sessions, signature
 from tests.service.workers import Fleet
 from tunehub.schemas.api import Submission, TuningView
 from tunehub.schemas.record import RecordStatus
-from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import update_tuning
 from tunehub.worker.device import cpu_isa
 
 
@@ -86,7 +86,7 @@ def test_get_follows_a_tuning_with_its_best_so_far(client: TestClient) -> None:
     submitted = _submit(client, target="cpu:x86_64-avx2")
     record = add_record(client, signature(), target="cpu:x86_64-avx2")
     with session_scope(sessions(client)) as s:
-        store.update_tuning(s, submitted.id, trials_done=1, best_record_id=record.id)
+        update_tuning(s, submitted.id, trials_done=1, best_record_id=record.id)
     view = TuningView.model_validate(client.get(f"/v1/tunings/{submitted.id}").json())
     assert (view.trials_done, view.trials_total) == (1, 4)
     assert view.best is not None

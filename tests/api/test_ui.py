@@ -16,11 +16,14 @@ from tests.api.data import add_record, key_of, make_token, sessions, signature
 from tests.service.workers import Fleet
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.api import Scope
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db import records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import create_tuning, update_tuning
+from tunehub.server.db.workloads import upsert_workload
 from tunehub.worker.device import cpu_isa
 
 TARGET = "cpu:x86_64-avx2"
@@ -33,8 +36,8 @@ def _tuning(client: TestClient, sig: dict[str, Any], more: int = 0) -> int:
     naive = space_for(load(sig), Target.parse(TARGET)).naive()
     with session_scope(sessions(client)) as s:
         key = key_of(sig)
-        store.upsert_workload(s, key=key, name=sig["name"], signature=sig)
-        tuning = store.create_tuning(
+        upsert_workload(s, key=key, name=sig["name"], signature=sig)
+        tuning = create_tuning(
             s, workload_key=key, target=TARGET, symbols={}, trials=8 + more, strategy="random"
         )
         trials: list[tuple[dict[str, Any], RecordStatus, float | None, str | None]] = [
@@ -45,14 +48,15 @@ def _tuning(client: TestClient, sig: dict[str, Any], more: int = 0) -> int:
         ]
         best = None
         for config, status, latency, log in trials:
-            record = store.add_record(
+            record = records.add_record(
                 s,
-                store.NewRecord(
+                records.NewRecord(
                     workload_key=key,
                     target=TARGET,
                     symbols={},
                     tuning_id=tuning.id,
                     config=config,
+                    config_key=Space.key(config),
                     features=[1.0],
                     feature_version=1,
                     status=status,
@@ -68,7 +72,7 @@ def _tuning(client: TestClient, sig: dict[str, Any], more: int = 0) -> int:
             if config == {"tile": 8}:
                 best = record
         assert best is not None
-        store.update_tuning(
+        update_tuning(
             s,
             tuning.id,
             status=TuningStatus.RUNNING,
@@ -129,7 +133,7 @@ def test_the_pages_show_tunings_records_and_workloads(client: TestClient) -> Non
 def test_a_finished_tuning_stops_refreshing(client: TestClient) -> None:
     tuning_id = _tuning(client, signature())
     with session_scope(sessions(client)) as s:
-        store.update_tuning(s, tuning_id, status=TuningStatus.DONE)
+        update_tuning(s, tuning_id, status=TuningStatus.DONE)
     fragment = client.get(f"/ui/tunings/{tuning_id}/live")
     assert "data-final" in fragment.text
 
@@ -166,7 +170,7 @@ def test_the_workers_page_shows_the_tuners_queue(client: TestClient) -> None:
     tuner is alive to take them."""
     _tuning(client, signature("matmul_128"))
     with session_scope(sessions(client)) as s:
-        store.create_tuning(
+        create_tuning(
             s,
             workload_key=key_of(signature("matmul_128")),
             target=TARGET,

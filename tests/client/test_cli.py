@@ -15,7 +15,7 @@ from tests.signatures import row_matmul
 from tunehub.client import load_kernel
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
-from tunehub.server.db import store
+from tunehub.server.best import best_record
 from tunehub.server.db.session import make_engine, session_factory
 
 TUNEHUB = Path(sys.executable).parent / "tunehub"  # `pip install -e .` puts it beside python
@@ -162,7 +162,7 @@ def test_kernel_export_runs_like_numpy(tuned: dict[str, Any]) -> None:
     # The best at export time: a later tuning of this module's database may beat the first.
     engine = make_engine(tuned["db"])
     with session_factory(engine)() as s:
-        best = store.best_record(s, workload_key=key, target="cpu", symbols={"M": 24})
+        best = best_record(s, workload_key=key, target="cpu", symbols={"M": 24})
     engine.dispose()
     assert best is not None and metadata["config"] == best.config
     assert (out / "kernel.c").read_text()

@@ -18,7 +18,8 @@ from tests.signatures import row_matmul
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_record, dispatch_table
+from tunehub.server.db.records import count_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.standalone import Stack, StackConfig
 
@@ -48,7 +49,7 @@ def _count(url: str) -> int:
     engine = make_engine(url)
     try:
         with session_scope(session_factory(engine)) as s:
-            return store.count_records(s)
+            return count_records(s)
     finally:
         engine.dispose()
 
@@ -60,10 +61,9 @@ def _lookups(url: str) -> tuple[Any, ...]:
     try:
         with session_scope(session_factory(engine)) as s:
             bests = [
-                store.best_record(s, workload_key=KEY, target="cpu", symbols={"M": m})
-                for m in (8, 32)
+                best_record(s, workload_key=KEY, target="cpu", symbols={"M": m}) for m in (8, 32)
             ]
-            table = store.dispatch_table(s, KEY, Target(kind="cpu"))
+            table = dispatch_table(s, KEY, Target(kind="cpu"))
             assert table is not None
             return (
                 [(b.config, b.latency_s, b.artifact_sha256) for b in bests if b is not None],

@@ -23,10 +23,10 @@ from tunehub.schemas.api import TuningView
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.db.tunings import move_tunings
 from tunehub.server.standalone import free_port
-from tunehub.server.tuner import register_tuning
+from tunehub.server.tuner import SearchPlan, register_tuning, validate_task
 
 # Far longer than a restart on a loaded machine: the waits below must never give up.
 RETRY_S = 120.0
@@ -51,11 +51,9 @@ class Restartable:
             with session_scope(session_factory(engine)) as s:
                 return register_tuning(
                     s,
-                    signature=TaskSignature.model_validate(AXPY),
+                    validate_task(TaskSignature.model_validate(AXPY), {}),
+                    SearchPlan("random", 4),
                     target=Target.parse("cpu:x86_64"),
-                    symbols={},
-                    trials=4,
-                    strategy="random",
                 )
         finally:
             engine.dispose()
@@ -66,7 +64,7 @@ class Restartable:
         engine = make_engine(self.database_url)
         try:
             with session_scope(session_factory(engine)) as s:
-                store.move_tunings(s, [self.tuning_id], TuningStatus.DONE)
+                move_tunings(s, [self.tuning_id], TuningStatus.DONE)
         finally:
             engine.dispose()
         time.sleep(DOWN_S)

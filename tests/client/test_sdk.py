@@ -35,7 +35,7 @@ from tunehub.server.db import tokens
 from tunehub.server.db.models import Artifact
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.standalone import Stack, StackConfig, free_port
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 
 SIGNATURE: dict[str, Any] = row_matmul("sdk_matmul", k=16, n=24, max_m=64)
 KEY = workload_key(load(SIGNATURE))
@@ -69,11 +69,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         with session_scope(sessions) as s:
             tuning_id = register_tuning(
                 s,
-                signature=TaskSignature.model_validate(SIGNATURE),
+                validate_task(TaskSignature.model_validate(SIGNATURE), SYMBOLS),
+                SearchPlan("random", TRIALS),
                 target=executor.resolve(Target(kind="cpu")),
-                symbols=SYMBOLS,
-                trials=TRIALS,
-                strategy="random",
             )
         Tuner(sessions, executor).run(tuning_id)
     config = StackConfig(home=home, database_url=url, workers=0, tuner=False)
@@ -202,8 +200,8 @@ def test_tokens_are_sent_and_refusals_explained(server: Server, tmp_path: Path) 
 def test_the_sdk_needs_only_schemas_and_httpx() -> None:
     """An application can use the SDK without the compiler, the workers or the server."""
     probe = (
-        "import sys, client.sdk, client; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "import sys, tunehub.client.sdk, tunehub.client; "
+        "print(sorted({m.removeprefix('tunehub.').split('.')[0] for m in sys.modules} & "
         "{'compiler', 'worker', 'server', 'fastapi', 'sqlalchemy', 'redis', 'rq'}))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

@@ -18,7 +18,7 @@ from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.program import load
 from tunehub.schemas.record import RecordStatus, TuningStatus
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import make_engine, session_factory, session_scope
 
 TRIALS = 8
@@ -34,7 +34,7 @@ def database_records(service: Service, key: str) -> list[Any]:
     engine = make_engine(service.database_url)
     try:
         with session_scope(session_factory(engine)) as s:
-            return store.list_records(s, workload_key=key, limit=None)
+            return list_records(s, workload_key=key, limit=None)
     finally:
         engine.dispose()
 

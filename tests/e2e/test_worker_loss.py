@@ -15,8 +15,8 @@ from tests.e2e.conftest import Service, example
 from tunehub.client.sdk import Client
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.worker.daemon import list_workers
 from tunehub.worker.queues import Phase, queue_name
+from tunehub.worker.registry import list_workers
 
 TRIALS = 24  # three batches of eight on two workers
 TIMEOUT_S = 240

@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 from tests.service.redis_server import free_port, redis_server_binary
 from tests.signatures import row_matmul
 from tunehub.server.tuner.service import living_tuners
-from tunehub.worker.daemon import list_workers
+from tunehub.worker.registry import list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0

@@ -14,8 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.faults.conftest import Service, submit, wait_for
 from tests.faults.tcp_proxy import Proxy
 from tunehub.schemas.record import TuningStatus
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning
 
 TRIALS = 12
 
@@ -38,7 +39,7 @@ def test_a_database_outage_mid_tuning_costs_no_daemon_and_no_trial(
 
         def trials_done() -> int:
             with session_scope(sessions) as s:  # directly, not through the proxy
-                tuning = store.get_tuning(s, tuning_id)
+                tuning = get_tuning(s, tuning_id)
                 assert tuning is not None
                 return tuning.trials_done
 
@@ -51,16 +52,16 @@ def test_a_database_outage_mid_tuning_costs_no_daemon_and_no_trial(
 
         def ended() -> bool:
             with session_scope(sessions) as s:
-                tuning = store.get_tuning(s, tuning_id)
+                tuning = get_tuning(s, tuning_id)
                 return tuning is not None and tuning.status not in ("queued", "running")
 
         wait_for(ended, "the tuning to end", timeout_s=120)
         with session_scope(sessions) as s:
-            tuning = store.get_tuning(s, tuning_id)
+            tuning = get_tuning(s, tuning_id)
             assert tuning is not None
             assert tuning.status == TuningStatus.DONE, tuning.error
             assert tuning.trials_done == TRIALS
-            records = store.list_records(s, tuning_id=tuning_id, limit=None)
+            records = list_records(s, tuning_id=tuning_id, limit=None)
         assert len({r.config_key for r in records}) == len(records) == TRIALS
         assert httpx.get(f"{service.api_url}/readyz", timeout=30).status_code == 200
         for daemon in daemons:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests.faults.conftest import Service, submit, wait_for
 from tunehub.schemas.record import TuningStatus
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import session_scope
 
 TRIALS = 12  # a batch of eight, then four
@@ -29,7 +29,7 @@ def test_a_redis_restart_mid_tuning_costs_no_daemon_and_no_trial(
 
     wait_for(lambda: tuning()["trials_done"] > 0, "the first batch")
     with session_scope(sessions) as s:
-        before = {r.id: r.config_key for r in store.list_records(s, tuning_id=tuning_id)}
+        before = {r.id: r.config_key for r in list_records(s, tuning_id=tuning_id)}
 
     service.redis.kill()
     time.sleep(1)
@@ -42,7 +42,7 @@ def test_a_redis_restart_mid_tuning_costs_no_daemon_and_no_trial(
     assert done["status"] == TuningStatus.DONE, done["error"]
     assert done["trials_done"] == TRIALS
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        records = list_records(s, tuning_id=tuning_id, limit=None)
     assert len(records) == TRIALS
     assert len({r.config_key for r in records}) == TRIALS  # no config measured twice
     assert all(before[r.id] == r.config_key for r in records if r.id in before)

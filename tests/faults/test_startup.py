@@ -8,7 +8,7 @@ import time
 from redis import Redis
 
 from tests.faults.conftest import Redises, Service, wait_for
-from tunehub.worker.daemon import WORKER_TTL_S, list_workers
+from tunehub.worker.registry import WORKER_TTL_S, list_workers
 
 
 def test_two_tuners_and_the_api_migrate_a_fresh_database_at_once(

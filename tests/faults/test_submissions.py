@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests.faults.conftest import TASK, Service
 from tunehub.schemas.record import TuningStatus
-from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import list_tunings, move_tunings, update_tuning
 
 CONCURRENT = 200
 
@@ -39,7 +39,7 @@ def test_concurrent_submissions_of_one_workload_join_one_tuning(
     assert len(ids) == 1
     assert sorted(r.json()["outcome"] for r in responses).count("created") == 1
     with session_scope(sessions) as s:
-        assert len(store.list_tunings(s)) == 1
+        assert len(list_tunings(s)) == 1
 
 
 def test_a_submission_while_redis_is_down_is_503_with_retry_after(service: Service) -> None:
@@ -63,8 +63,8 @@ def test_resubmitting_a_failed_tuning_resumes_it_with_its_records(
     request = {"task": TASK, "target": "cpu:generic", "trials": 48, "strategy": "random"}
     first = httpx.post(f"{service.api_url}/v1/tunings", json=request, timeout=30).json()
     with session_scope(sessions) as s:
-        store.update_tuning(s, first["id"], trials_done=8)
-        store.move_tunings(s, [first["id"]], TuningStatus.FAILED, error="the tuner died")
+        update_tuning(s, first["id"], trials_done=8)
+        move_tunings(s, [first["id"]], TuningStatus.FAILED, error="the tuner died")
 
     again = httpx.post(f"{service.api_url}/v1/tunings", json=request, timeout=30).json()
 

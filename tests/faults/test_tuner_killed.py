@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests.faults.conftest import Service, submit, wait_for
 from tunehub.schemas.record import TuningStatus
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning
 from tunehub.server.tuner.lease import LEASE_TTL_S
 
 TRIALS = 12
@@ -20,7 +21,7 @@ TRIALS = 12
 
 def lease_owner(sessions: sessionmaker[Session], tuning_id: int) -> str | None:
     with session_scope(sessions) as s:
-        tuning = store.get_tuning(s, tuning_id)
+        tuning = get_tuning(s, tuning_id)
         assert tuning is not None
         return tuning.lease_owner
 
@@ -36,7 +37,7 @@ def finished(service: Service, tuning_id: int) -> dict:
 
 def check_records(sessions: sessionmaker[Session], tuning_id: int, before: set[int]) -> None:
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        records = list_records(s, tuning_id=tuning_id, limit=None)
     assert len(records) == TRIALS
     assert len({r.config_key for r in records}) == TRIALS  # no config measured twice
     assert before <= {r.id for r in records}
@@ -57,7 +58,7 @@ def test_a_living_tuner_takes_over_from_a_killed_one(
         "the first batch",
     )
     with session_scope(sessions) as s:
-        before = {r.id for r in store.list_records(s, tuning_id=tuning_id)}
+        before = {r.id for r in list_records(s, tuning_id=tuning_id)}
 
     victim = owner.split("/")[0]
     tuners[victim].kill()

@@ -18,10 +18,13 @@ from tunehub.compiler.space.space import Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_record
 from tunehub.server.db.models import Record
+from tunehub.server.db.records import NewRecord, add_record, add_timings, demote, list_records
 from tunehub.server.db.session import session_scope
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.db.tunings import get_tuning
+from tunehub.server.db.workloads import upsert_workload
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 from tunehub.server.tuner.confirmation import contenders, settle
 from tunehub.worker.jobs import CandidateResult
 
@@ -47,12 +50,12 @@ def _tune(
     target = executor.resolve(Target(kind="cpu"))
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=target, symbols={}, trials=trials, strategy="random"
+            s, validate_task(signature, {}), SearchPlan("random", trials), target=target
         )
     tuner = Tuner(sessions, executor, batch_size=4, repeats=REPEATS, contenders=count)
     assert tuner.run(tuning_id).status == TuningStatus.DONE
     with session_scope(sessions) as s:
-        records = store.list_records(s, workload_key=workload_key(load(signature)), limit=None)
+        records = list_records(s, workload_key=workload_key(load(signature)), limit=None)
         s.expunge_all()
     return tuning_id, records
 
@@ -75,7 +78,7 @@ def test_a_tuning_measures_its_contenders_again_and_names_the_best_after(
             assert r.latency_s == min(medians)
     best = min((r for r in records if r.status == RecordStatus.OK), key=lambda r: r.latency_s)
     with session_scope(sessions) as s:
-        tuning = store.get_tuning(s, tuning_id)
+        tuning = get_tuning(s, tuning_id)
         assert tuning is not None and tuning.best_record_id == best.id
         assert tuning.trials_done == 6
 
@@ -106,17 +109,18 @@ def test_the_default_is_measured_again_after_a_slow_first_timing(
 
 
 def _record(s: Session, config: dict[str, int], latencies: list[float], **kw: Any) -> Record:
-    store.upsert_workload(
+    upsert_workload(
         s, key=workload_key(load(SIGNATURE)), name="m", signature=SIGNATURE.model_dump()
     )
-    return store.add_record(
+    return add_record(
         s,
-        store.NewRecord(
+        NewRecord(
             workload_key=workload_key(load(SIGNATURE)),
             target="cpu:x86_64",
             symbols={"M": 64},
             tuning_id=None,
             config=config,
+            config_key=Space.key(config),
             features=[],
             feature_version=0,
             status=kw.get("status", RecordStatus.OK),
@@ -158,7 +162,7 @@ def test_settling_folds_the_new_repeats_or_demotes_a_flaky_kernel(
         key = lucky.workload_key
 
         def best() -> Record | None:
-            return store.best_record(s, workload_key=key, target="cpu:x86_64")
+            return best_record(s, workload_key=key, target="cpu:x86_64")
 
         slowed = _record(s, {"t": 3}, [1.4, 1.4, 1.4])
         ok = RecordStatus.OK
@@ -192,6 +196,6 @@ def test_settling_folds_the_new_repeats_or_demotes_a_flaky_kernel(
         assert best() is lucky
 
         with pytest.raises(ValueError, match="only an ok record"):
-            store.add_timings(other, [1.0], None)
+            add_timings(other, [1.0], None)
         with pytest.raises(ValueError, match="only an ok record"):
-            store.demote(lucky, RecordStatus.OK, "")
+            demote(lucky, RecordStatus.OK, "")

@@ -16,9 +16,30 @@ from sqlalchemy.orm import Session, sessionmaker
 from tunehub.compiler.space.space import Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_record
+from tunehub.server.db.artifacts import get_artifact, put_artifact
+from tunehub.server.db.cost_models import add_cost_model, latest_cost_model
+from tunehub.server.db.counts import count_records_by_status, count_tunings_by_status
+from tunehub.server.db.groups import create_group, get_group, group_members
 from tunehub.server.db.models import Artifact, Record
+from tunehub.server.db.records import (
+    NewRecord,
+    add_record,
+    count_records,
+    list_records,
+    measured_config_keys,
+)
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.db.sql import canonical_json
+from tunehub.server.db.tunings import (
+    create_tuning,
+    find_active_tuning,
+    get_tuning,
+    list_tunings,
+    move_tunings,
+    update_tuning,
+)
+from tunehub.server.db.workloads import get_workload, list_workloads, upsert_workload
 from tunehub.server.errors import Conflict
 from tunehub.server.submit import cancel_group, cancel_tuning
 from tunehub.server.tuner.tuner import STARTABLE
@@ -35,8 +56,8 @@ def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
     try:
         factory = session_factory(engine)
         with session_scope(factory) as s:
-            store.upsert_workload(s, key=WORKLOAD, name="matmul", signature={"version": 1})
-            store.upsert_workload(s, key=OTHER_WORKLOAD, name="softmax", signature={"v": 1})
+            upsert_workload(s, key=WORKLOAD, name="matmul", signature={"version": 1})
+            upsert_workload(s, key=OTHER_WORKLOAD, name="softmax", signature={"v": 1})
         yield factory
     finally:
         engine.dispose()
@@ -61,27 +82,27 @@ def _record(s: Session, **overrides: Any) -> Record:
         "artifact_sha256": None,
     }
     fields.update(overrides)
-    return store.add_record(s, store.NewRecord(**fields))
+    return add_record(s, NewRecord(**fields, config_key=Space.key(fields["config"])))
 
 
 def test_workload_upsert_keeps_the_first_version(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
-        again = store.upsert_workload(s, key=WORKLOAD, name="renamed", signature={"x": 2})
+        again = upsert_workload(s, key=WORKLOAD, name="renamed", signature={"x": 2})
         assert (again.name, again.signature) == ("matmul", {"version": 1})
     with session_scope(factory) as s:
-        assert [w.key for w in store.list_workloads(s)] in (
+        assert [w.key for w in list_workloads(s)] in (
             [WORKLOAD, OTHER_WORKLOAD],
             [OTHER_WORKLOAD, WORKLOAD],
         )
-        workload = store.get_workload(s, WORKLOAD)
+        workload = get_workload(s, WORKLOAD)
         assert workload is not None
         assert workload.created_at.tzinfo is not None
-        assert store.get_workload(s, "0" * 64) is None
+        assert get_workload(s, "0" * 64) is None
 
 
 def test_tuning_lifecycle(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
-        tuning = store.create_tuning(
+        tuning = create_tuning(
             s,
             workload_key=WORKLOAD,
             target=Target.parse("cuda:sm_90"),
@@ -91,7 +112,7 @@ def test_tuning_lifecycle(factory: sessionmaker[Session]) -> None:
         )
         tuning_id = tuning.id
     with session_scope(factory) as s:
-        loaded = store.get_tuning(s, tuning_id)
+        loaded = get_tuning(s, tuning_id)
         assert loaded is not None
         assert (loaded.status, loaded.trials_done, loaded.trials_requested) == (
             TuningStatus.QUEUED,
@@ -102,70 +123,67 @@ def test_tuning_lifecycle(factory: sessionmaker[Session]) -> None:
         assert loaded.symbols == {"M": 32, "N": 64}
         assert loaded.symbols_key == '{"M":32,"N":64}'
         assert loaded.started_at is None and loaded.finished_at is None
-        found = store.find_active_tuning(
+        found = find_active_tuning(
             s, workload_key=WORKLOAD, target="cuda:sm_90", symbols={"M": 32, "N": 64}
         )
         assert found is not None and found.id == tuning_id
         assert (
-            store.find_active_tuning(
+            find_active_tuning(
                 s, workload_key=WORKLOAD, target="cuda:sm_80", symbols={"M": 32, "N": 64}
             )
             is None
         )
-        assert (
-            store.find_active_tuning(s, workload_key=WORKLOAD, target="cuda:sm_90", symbols={})
-            is None
-        )
+        assert find_active_tuning(s, workload_key=WORKLOAD, target="cuda:sm_90", symbols={}) is None
 
     with session_scope(factory) as s:
-        running = store.update_tuning(s, tuning_id, status=TuningStatus.RUNNING, trials_done=10)
+        running = update_tuning(s, tuning_id, status=TuningStatus.RUNNING, trials_done=10)
         assert running.started_at is not None and running.finished_at is None
         started_at = running.started_at
         record = _record(s, target="cuda:sm_90", symbols={"M": 32, "N": 64}, tuning_id=tuning_id)
-        store.update_tuning(s, tuning_id, best_record_id=record.id, trials_done=20)
+        update_tuning(s, tuning_id, best_record_id=record.id, trials_done=20)
 
     with session_scope(factory) as s:
-        done = store.update_tuning(s, tuning_id, status=TuningStatus.DONE)
+        done = update_tuning(s, tuning_id, status=TuningStatus.DONE)
         assert done.started_at == started_at
         assert done.finished_at is not None and done.finished_at.tzinfo == UTC
         assert done.finished_at >= started_at
         assert (done.trials_done, done.best_record_id, done.error) == (20, record.id, None)
         assert (
-            store.find_active_tuning(
+            find_active_tuning(
                 s, workload_key=WORKLOAD, target="cuda:sm_90", symbols={"M": 32, "N": 64}
             )
             is None
         )
 
     with session_scope(factory) as s:
-        failed = store.update_tuning(s, tuning_id, status=TuningStatus.FAILED, error="boom")
+        failed = update_tuning(s, tuning_id, status=TuningStatus.FAILED, error="boom")
         assert failed.error == "boom"
         with pytest.raises(LookupError):
-            store.update_tuning(s, 10**6, status=TuningStatus.DONE)
+            update_tuning(s, 10**6, status=TuningStatus.DONE)
 
 
 def test_list_tunings_filters_and_pages(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
         ids = [
-            store.create_tuning(
+            create_tuning(
                 s, workload_key=key, target="cpu", symbols={}, trials=8, strategy="random"
             ).id
             for key in (WORKLOAD, OTHER_WORKLOAD, WORKLOAD)
         ]
-        store.update_tuning(s, ids[0], status=TuningStatus.RUNNING)
+        update_tuning(s, ids[0], status=TuningStatus.RUNNING)
     with session_scope(factory) as s:
-        assert [t.id for t in store.list_tunings(s, limit=10, offset=0)] == ids[::-1]
-        assert [t.id for t in store.list_tunings(s, limit=1, offset=1)] == [ids[1]]
-        by_workload = store.list_tunings(s, limit=10, offset=0, workload_key=WORKLOAD)
+        assert [t.id for t in list_tunings(s, limit=10, offset=0)] == ids[::-1]
+        assert [t.id for t in list_tunings(s, limit=1, offset=1)] == [ids[1]]
+        by_workload = list_tunings(s, limit=10, offset=0, workload_key=WORKLOAD)
         assert [t.id for t in by_workload] == [ids[2], ids[0]]
-        running = store.list_tunings(s, limit=10, offset=0, status=TuningStatus.RUNNING)
+        running = list_tunings(s, limit=10, offset=0, status=TuningStatus.RUNNING)
         assert [t.id for t in running] == [ids[0]]
 
 
 def test_record_round_trip(factory: sessionmaker[Session]) -> None:
     config: dict[str, int | str | bool] = {"vec": True, "tile": 8, "order": "ijk"}
     with session_scope(factory) as s:
-        sha = store.put_artifact(s, data=b"\x7fELF", kind="so", source="int f;", meta={"a": 1})
+        sha = put_artifact(s, data=b"\x7fELF", kind="so", source="int f;", meta={"a": 1})
         record_id = _record(
             s,
             symbols={"M": 16},
@@ -178,7 +196,7 @@ def test_record_round_trip(factory: sessionmaker[Session]) -> None:
         record = s.get(Record, record_id)
         assert record is not None
         assert record.config == config
-        assert record.config_key == Space.key(config) == store.canonical_json(config)
+        assert record.config_key == Space.key(config) == canonical_json(config)
         assert record.symbols == {"M": 16}
         assert record.status is RecordStatus.OK
         assert (record.latency_s, record.latencies_s) == (2e-3, [2e-3, 1e-3, 3e-3])
@@ -199,7 +217,7 @@ def test_add_record_rejects_what_cannot_be_stored(factory: sessionmaker[Session]
     with pytest.raises(IntegrityError), session_scope(factory) as s:
         _record(s, workload_key="ef" * 32)
     with session_scope(factory) as s:
-        assert store.count_records(s) == 0
+        assert count_records(s) == 0
 
 
 def test_session_scope_rolls_back_on_error(factory: sessionmaker[Session]) -> None:
@@ -207,19 +225,19 @@ def test_session_scope_rolls_back_on_error(factory: sessionmaker[Session]) -> No
         _record(s)
         raise RuntimeError("the tuner crashed mid-batch")
     with session_scope(factory) as s:
-        assert store.count_records(s) == 0
+        assert count_records(s) == 0
 
 
 def test_artifacts_are_content_addressed_and_immutable(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
-        first = store.put_artifact(s, data=b"cubin", kind="cubin", source="src", meta={"v": 1})
+        first = put_artifact(s, data=b"cubin", kind="cubin", source="src", meta={"v": 1})
     with session_scope(factory) as s:
-        again = store.put_artifact(s, data=b"cubin", kind="ptx", source=None, meta={"v": 2})
-        other = store.put_artifact(s, data=b"other", kind="ptx", source=None, meta={})
+        again = put_artifact(s, data=b"cubin", kind="ptx", source=None, meta={"v": 2})
+        other = put_artifact(s, data=b"other", kind="ptx", source=None, meta={})
     assert first == again != other
     assert first == hashlib.sha256(b"cubin").hexdigest()
     with session_scope(factory) as s:
-        artifact = store.get_artifact(s, first)
+        artifact = get_artifact(s, first)
         assert artifact is not None
         assert (artifact.data, artifact.kind, artifact.source, artifact.meta, artifact.size) == (
             b"cubin",
@@ -229,7 +247,7 @@ def test_artifacts_are_content_addressed_and_immutable(factory: sessionmaker[Ses
             5,
         )
         assert s.scalar(select(func.count()).select_from(Artifact)) == 2
-        assert store.get_artifact(s, "0" * 64) is None
+        assert get_artifact(s, "0" * 64) is None
 
 
 def test_best_record_ignores_wrong_and_failed_results(factory: sessionmaker[Session]) -> None:
@@ -244,13 +262,13 @@ def test_best_record_ignores_wrong_and_failed_results(factory: sessionmaker[Sess
         _record(s, workload_key=OTHER_WORKLOAD, config={"t": 6}, latency_s=1e-6)
         _record(s, symbols={"M": 1}, config={"t": 7}, latency_s=1e-6)
     with session_scope(factory) as s:
-        found = store.best_record(s, workload_key=WORKLOAD, target="cpu:x86_64-avx2", symbols={})
+        found = best_record(s, workload_key=WORKLOAD, target="cpu:x86_64-avx2", symbols={})
         assert found is not None and found.id == best
-        wrong = store.list_records(s, workload_key=WORKLOAD, status=RecordStatus.WRONG_ANSWER)
+        wrong = list_records(s, workload_key=WORKLOAD, status=RecordStatus.WRONG_ANSWER)
         assert [r.config for r in wrong] == [{"t": 3}]
-        assert store.count_records(s, workload_key=WORKLOAD) == 6
-        assert store.count_records(s, workload_key=WORKLOAD, symbols={}) == 5
-        assert store.best_record(s, workload_key=WORKLOAD, target="cuda") is None
+        assert count_records(s, workload_key=WORKLOAD) == 6
+        assert count_records(s, workload_key=WORKLOAD, symbols={}) == 5
+        assert best_record(s, workload_key=WORKLOAD, target="cuda") is None
 
 
 def test_best_record_with_incomplete_target(factory: sessionmaker[Session]) -> None:
@@ -263,7 +281,7 @@ def test_best_record_with_incomplete_target(factory: sessionmaker[Session]) -> N
     with session_scope(factory) as s:
 
         def best(target: str | Target) -> int | None:
-            record = store.best_record(s, workload_key=WORKLOAD, target=target)
+            record = best_record(s, workload_key=WORKLOAD, target=target)
             return None if record is None else record.id
 
         assert best("cuda") == sm90
@@ -271,7 +289,7 @@ def test_best_record_with_incomplete_target(factory: sessionmaker[Session]) -> N
         assert best("cuda:sm_80") != sm90
         assert best("cpu") == cpu
         assert best("cpu:x86_64-avx2") is None
-        assert store.count_records(s, workload_key=WORKLOAD, target="cuda") == 2
+        assert count_records(s, workload_key=WORKLOAD, target="cuda") == 2
 
 
 def test_measured_config_keys_include_failures(factory: sessionmaker[Session]) -> None:
@@ -282,37 +300,35 @@ def test_measured_config_keys_include_failures(factory: sessionmaker[Session]) -
         _record(s, config={"a": 4}, target="cpu:x86_64-avx512")
         _record(s, config={"a": 5}, symbols={"M": 8})
     with session_scope(factory) as s:
-        keys = store.measured_config_keys(
-            s, workload_key=WORKLOAD, target="cpu:x86_64-avx2", symbols={}
-        )
+        keys = measured_config_keys(s, workload_key=WORKLOAD, target="cpu:x86_64-avx2", symbols={})
         assert keys == {Space.key({"a": 2, "b": 1}), Space.key({"a": 3})}
-        assert len(store.list_records(s, workload_key=WORKLOAD, limit=None)) == 5
-        page = store.list_records(s, workload_key=WORKLOAD, limit=2, offset=1)
+        assert len(list_records(s, workload_key=WORKLOAD, limit=None)) == 5
+        page = list_records(s, workload_key=WORKLOAD, limit=2, offset=1)
         assert [r.config for r in page] == [{"a": 2, "b": 1}, {"a": 3}]
-        same = store.list_records(s, workload_key=WORKLOAD, config={"a": 2, "b": 1})
+        same = list_records(s, workload_key=WORKLOAD, config_key=Space.key({"a": 2, "b": 1}))
         assert len(same) == 2
 
 
 def test_records_of_a_tuning_and_feature_version(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
-        tuning = store.create_tuning(
+        tuning = create_tuning(
             s, workload_key=WORKLOAD, target="cpu", symbols={}, trials=4, strategy="random"
         )
         _record(s, tuning_id=tuning.id, feature_version=2)
         _record(s, feature_version=1)
     with session_scope(factory) as s:
-        assert store.count_records(s, tuning_id=tuning.id) == 1
-        assert [r.feature_version for r in store.list_records(s, feature_version=2)] == [2]
+        assert count_records(s, tuning_id=tuning.id) == 1
+        assert [r.feature_version for r in list_records(s, feature_version=2)] == [2]
 
 
 def test_cost_models_are_appended(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
-        assert store.latest_cost_model(s, target="cpu:x86_64", feature_version=1) is None
-        store.add_cost_model(s, target="cpu:x86_64", feature_version=1, n_train=10, blob=b"m1")
-        store.add_cost_model(s, target="cpu:x86_64", feature_version=1, n_train=20, blob=b"m2")
-        store.add_cost_model(s, target="cpu:x86_64", feature_version=2, n_train=5, blob=b"m3")
+        assert latest_cost_model(s, target="cpu:x86_64", feature_version=1) is None
+        add_cost_model(s, target="cpu:x86_64", feature_version=1, n_train=10, blob=b"m1")
+        add_cost_model(s, target="cpu:x86_64", feature_version=1, n_train=20, blob=b"m2")
+        add_cost_model(s, target="cpu:x86_64", feature_version=2, n_train=5, blob=b"m3")
     with session_scope(factory) as s:
-        latest = store.latest_cost_model(s, target="cpu:x86_64", feature_version=1)
+        latest = latest_cost_model(s, target="cpu:x86_64", feature_version=1)
         assert latest is not None and (latest.n_train, latest.blob) == (20, b"m2")
 
 
@@ -322,8 +338,8 @@ def test_concurrent_writers(database_url: str) -> None:
     migrate(database_url)
     engine = make_engine(database_url)
     with session_scope(session_factory(engine)) as s:
-        store.upsert_workload(s, key=WORKLOAD, name="matmul", signature={})
-        tuning_id = store.create_tuning(
+        upsert_workload(s, key=WORKLOAD, name="matmul", signature={})
+        tuning_id = create_tuning(
             s, workload_key=WORKLOAD, target="cpu", symbols={}, trials=80, strategy="random"
         ).id
     engine.dispose()
@@ -339,9 +355,9 @@ def test_concurrent_writers(database_url: str) -> None:
             for i in range(per_thread):
                 with session_scope(factory) as s:
                     # A read before the first write: the transaction must not go stale.
-                    store.best_record(s, workload_key=WORKLOAD, target="cpu")
-                    store.update_tuning(s, tuning_id, trials_done=i)
-                    sha = store.put_artifact(s, data=b"shared", kind="so", source=None, meta={})
+                    best_record(s, workload_key=WORKLOAD, target="cpu")
+                    update_tuning(s, tuning_id, trials_done=i)
+                    sha = put_artifact(s, data=b"shared", kind="so", source=None, meta={})
                     _record(s, config={"w": worker, "i": i}, artifact_sha256=sha)
         except BaseException as error:
             errors.append(error)
@@ -358,7 +374,7 @@ def test_concurrent_writers(database_url: str) -> None:
     engine = make_engine(database_url)
     try:
         with session_scope(session_factory(engine)) as s:
-            assert store.count_records(s, workload_key=WORKLOAD) == 2 * per_thread
+            assert count_records(s, workload_key=WORKLOAD) == 2 * per_thread
             assert s.scalar(select(func.count()).select_from(Artifact)) == 1
     finally:
         engine.dispose()
@@ -366,16 +382,16 @@ def test_concurrent_writers(database_url: str) -> None:
 
 def _tuning(factory: sessionmaker[Session], status: TuningStatus) -> int:
     with session_scope(factory) as s:
-        tuning_id = store.create_tuning(
+        tuning_id = create_tuning(
             s, workload_key=WORKLOAD, target="cpu", symbols={}, trials=8, strategy="random"
         ).id
-        store.update_tuning(s, tuning_id, status=status)
+        update_tuning(s, tuning_id, status=status)
     return tuning_id
 
 
 def _status(factory: sessionmaker[Session], tuning_id: int) -> TuningStatus:
     with session_scope(factory) as s:
-        tuning = store.get_tuning(s, tuning_id)
+        tuning = get_tuning(s, tuning_id)
         assert tuning is not None
         return tuning.status
 
@@ -387,10 +403,10 @@ def test_a_cancel_that_reads_before_the_tuner_finishes_does_not_overwrite_done(
     tuning stays done and the cancel is a Conflict."""
     tuning_id = _tuning(factory, TuningStatus.RUNNING)
     with session_scope(factory) as api:
-        tuning = store.get_tuning(api, tuning_id)
+        tuning = get_tuning(api, tuning_id)
         assert tuning is not None and tuning.status == TuningStatus.RUNNING
         with session_scope(factory) as tuner:
-            assert store.move_tunings(tuner, [tuning_id], TuningStatus.DONE) == 1
+            assert move_tunings(tuner, [tuning_id], TuningStatus.DONE) == 1
         with pytest.raises(Conflict, match="already ended \\(done\\)"):
             cancel_tuning(api, tuning)
     assert _status(factory, tuning_id) == TuningStatus.DONE
@@ -400,9 +416,9 @@ def test_a_group_cancel_keeps_the_members_finished_meanwhile(
     factory: sessionmaker[Session],
 ) -> None:
     with session_scope(factory) as s:
-        group_id = store.create_group(s, target="cpu", strategy="random", trials=8).id
+        group_id = create_group(s, target="cpu", strategy="random", trials=8).id
         ids = [
-            store.create_tuning(
+            create_tuning(
                 s,
                 workload_key=key,
                 target="cpu",
@@ -413,20 +429,20 @@ def test_a_group_cancel_keeps_the_members_finished_meanwhile(
             ).id
             for key in (WORKLOAD, OTHER_WORKLOAD)
         ]
-        store.move_tunings(s, ids, TuningStatus.RUNNING)
+        move_tunings(s, ids, TuningStatus.RUNNING)
     with session_scope(factory) as api:
-        group = store.get_group(api, group_id)
+        group = get_group(api, group_id)
         assert group is not None
-        store.group_members(api, [group_id])  # the members, read while both run
+        group_members(api, [group_id])  # the members, read while both run
         with session_scope(factory) as tuner:
-            store.move_tunings(tuner, [ids[0]], TuningStatus.DONE)
+            move_tunings(tuner, [ids[0]], TuningStatus.DONE)
         cancel_group(api, group)
     assert [_status(factory, i) for i in ids] == [TuningStatus.DONE, TuningStatus.CANCELLED]
     with session_scope(factory) as api:
-        group = store.get_group(api, group_id)
+        group = get_group(api, group_id)
         assert group is not None
         with session_scope(factory) as tuner:
-            store.move_tunings(tuner, [ids[1]], TuningStatus.DONE)  # already cancelled
+            move_tunings(tuner, [ids[1]], TuningStatus.DONE)  # already cancelled
         with pytest.raises(Conflict, match="already ended"):
             cancel_group(api, group)
 
@@ -438,17 +454,15 @@ def test_a_tuner_does_not_finish_or_restart_a_tuning_cancelled_meanwhile(
     cancelled after the tuner last read it stays cancelled."""
     tuning_id = _tuning(factory, TuningStatus.RUNNING)
     with session_scope(factory) as tuner:
-        tuning = store.get_tuning(tuner, tuning_id)
+        tuning = get_tuning(tuner, tuning_id)
         assert tuning is not None and tuning.status == TuningStatus.RUNNING
         with session_scope(factory) as api:
-            api_tuning = store.get_tuning(api, tuning_id)
+            api_tuning = get_tuning(api, tuning_id)
             assert api_tuning is not None
             cancel_tuning(api, api_tuning)
-        assert store.move_tunings(tuner, [tuning_id], TuningStatus.DONE) == 0
-        assert store.move_tunings(tuner, [tuning_id], TuningStatus.FAILED, error="x") == 0
-        restarted = store.move_tunings(
-            tuner, [tuning_id], TuningStatus.RUNNING, only_from=STARTABLE
-        )
+        assert move_tunings(tuner, [tuning_id], TuningStatus.DONE) == 0
+        assert move_tunings(tuner, [tuning_id], TuningStatus.FAILED, error="x") == 0
+        restarted = move_tunings(tuner, [tuning_id], TuningStatus.RUNNING, only_from=STARTABLE)
         assert restarted == 0
     assert _status(factory, tuning_id) == TuningStatus.CANCELLED
 
@@ -456,28 +470,28 @@ def test_a_tuner_does_not_finish_or_restart_a_tuning_cancelled_meanwhile(
 def test_move_tunings_sets_the_times(factory: sessionmaker[Session]) -> None:
     tuning_id = _tuning(factory, TuningStatus.QUEUED)
     with session_scope(factory) as s:
-        assert store.move_tunings(s, [tuning_id], TuningStatus.RUNNING) == 1
+        assert move_tunings(s, [tuning_id], TuningStatus.RUNNING) == 1
     with session_scope(factory) as s:
-        running = store.get_tuning(s, tuning_id)
+        running = get_tuning(s, tuning_id)
         assert running is not None and running.started_at is not None
         assert running.finished_at is None
         started_at = running.started_at
-        assert store.move_tunings(s, [tuning_id], TuningStatus.FAILED, error="boom") == 1
+        assert move_tunings(s, [tuning_id], TuningStatus.FAILED, error="boom") == 1
     with session_scope(factory) as s:
-        failed = store.get_tuning(s, tuning_id)
+        failed = get_tuning(s, tuning_id)
         assert failed is not None and (failed.status, failed.error) == (TuningStatus.FAILED, "boom")
         assert failed.finished_at is not None and failed.started_at == started_at
         # Resumed: from a finished status, when asked to; it keeps its first start.
-        assert store.move_tunings(s, [tuning_id], TuningStatus.RUNNING) == 0
-        resumed = store.move_tunings(
+        assert move_tunings(s, [tuning_id], TuningStatus.RUNNING) == 0
+        resumed = move_tunings(
             s, [tuning_id], TuningStatus.RUNNING, only_from=[TuningStatus.FAILED]
         )
         assert resumed == 1
     with session_scope(factory) as s:
-        again = store.get_tuning(s, tuning_id)
+        again = get_tuning(s, tuning_id)
         assert again is not None and again.finished_at is None
         assert again.started_at == started_at
-        assert store.move_tunings(s, [], TuningStatus.DONE) == 0
+        assert move_tunings(s, [], TuningStatus.DONE) == 0
 
 
 def test_counts_by_status_read_indexes_not_tables(database_url: str) -> None:
@@ -501,8 +515,8 @@ def test_counts_by_status_read_indexes_not_tables(database_url: str) -> None:
 
         event.listen(engine, "before_cursor_execute", capture)
         with session_scope(session_factory(engine)) as s:
-            assert store.count_tunings_by_status(s) == {TuningStatus.DONE: 20_000}
-            assert store.count_records_by_status(s) == {
+            assert count_tunings_by_status(s) == {TuningStatus.DONE: 20_000}
+            assert count_records_by_status(s) == {
                 RecordStatus.OK: 10_000,
                 RecordStatus.WRONG_ANSWER: 10_000,
             }

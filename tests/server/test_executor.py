@@ -14,9 +14,9 @@ import pytest
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 from tunehub.targets.cuda import device
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -61,13 +61,13 @@ def test_a_short_tuning_on_the_local_gpu(database_url: str) -> None:
             assert target.arch == GPUS[0]["gpu_arch"]
             with session_scope(sessions) as s:
                 tuning_id = register_tuning(
-                    s, signature=signature, target=target, symbols={}, trials=8, strategy="random"
+                    s, validate_task(signature, {}), SearchPlan("random", 8), target=target
                 )
             summary = Tuner(sessions, executor, seed=0).run(tuning_id)
         assert summary.trials == 8 and summary.best is not None, summary.failures
         assert summary.baseline_latency_s is not None and summary.best.latency_s > 0
         with session_scope(sessions) as s:
-            ok = store.list_records(s, workload_key=summary.workload_key, status=RecordStatus.OK)
+            ok = list_records(s, workload_key=summary.workload_key, status=RecordStatus.OK)
             assert ok and all(r.machine["gpu_arch"] == target.arch for r in ok)
     finally:
         engine.dispose()

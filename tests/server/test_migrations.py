@@ -13,9 +13,12 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, inspect, text
 
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.record import RecordStatus
-from tunehub.server.db import store
+from tunehub.server.best import best_for_device
+from tunehub.server.db.groups import create_group
 from tunehub.server.db.models import Base
+from tunehub.server.db.records import NewRecord, add_record
 from tunehub.server.db.session import (
     alembic_config,
     make_engine,
@@ -23,6 +26,9 @@ from tunehub.server.db.session import (
     session_factory,
     session_scope,
 )
+from tunehub.server.db.sql import canonical_json
+from tunehub.server.db.tunings import create_tuning, update_tuning
+from tunehub.server.db.workloads import upsert_workload
 
 TABLES = {
     "workloads",
@@ -110,9 +116,9 @@ def test_downgrade_with_data_in_place(database_url: str) -> None:
     engine = make_engine(database_url)
     try:
         with session_scope(session_factory(engine)) as s:
-            store.upsert_workload(s, key="ab" * 32, name="w", signature={})
-            group = store.create_group(s, target="cpu", strategy="random", trials=1)
-            tuning = store.create_tuning(
+            upsert_workload(s, key="ab" * 32, name="w", signature={})
+            group = create_group(s, target="cpu", strategy="random", trials=1)
+            tuning = create_tuning(
                 s,
                 workload_key="ab" * 32,
                 target="cpu",
@@ -122,14 +128,15 @@ def test_downgrade_with_data_in_place(database_url: str) -> None:
                 group_id=group.id,
                 weight=2.0,
             )
-            record = store.add_record(
+            record = add_record(
                 s,
-                store.NewRecord(
+                NewRecord(
                     workload_key="ab" * 32,
                     target="cpu:generic",
                     symbols={},
                     tuning_id=tuning.id,
                     config={},
+                    config_key=Space.key({}),
                     features=[],
                     feature_version=1,
                     status=RecordStatus.OK,
@@ -142,7 +149,7 @@ def test_downgrade_with_data_in_place(database_url: str) -> None:
                     artifact_sha256=None,
                 ),
             )
-            store.update_tuning(s, tuning.id, best_record_id=record.id)
+            update_tuning(s, tuning.id, best_record_id=record.id)
     finally:
         engine.dispose()
     command.downgrade(alembic_config(database_url), "base")
@@ -175,7 +182,7 @@ def _insert_rows_0002(engine: Engine, symbols: dict[str, int]) -> None:
     values = {
         "at": _AT,
         "symbols": json.dumps(symbols),
-        "symbols_key": store.canonical_json(symbols),
+        "symbols_key": canonical_json(symbols),
     }
     with engine.begin() as connection:
         for statement in _ROWS_0002:
@@ -291,7 +298,7 @@ def test_record_devices_carry_old_records_over_up_and_down(database_url: str) ->
             assert [tuple(row) for row in limits] == [(None, None)]
             assert connection.execute(text(_TUNING_0002)).all() == before
         with session_scope(session_factory(engine)) as s:
-            old = store.best_for_device(s, workload_key="k", target="cpu", device="EPYC")
+            old = best_for_device(s, workload_key="k", target="cpu", device="EPYC")
             assert old.record is not None and old.record.device == "unknown"
             assert old.fallback is not None and "measured on unknown" in old.fallback
         command.downgrade(alembic_config(database_url), "0004")

@@ -17,11 +17,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.signatures import row_matmul
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.records import ImportSummary
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.best import best_for_device, best_record, dispatch_table
+from tunehub.server.db.artifacts import put_artifact
+from tunehub.server.db.records import NewRecord, add_record, count_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
+from tunehub.server.db.workloads import get_workload, resolve_workload_key, upsert_workload
 from tunehub.server.errors import InvalidRequest
 from tunehub.server.records import export_lines, import_records
 
@@ -37,7 +41,7 @@ def _machine(device: str) -> dict[str, Any]:
 def _fill(s: Session) -> None:
     """Two devices of one arch at two symbol values, a failure, and kernels: what a shared
     database holds after two machines tuned the same workload."""
-    store.upsert_workload(s, key=KEY, name="records_matmul", signature=SIGNATURE)
+    upsert_workload(s, key=KEY, name="records_matmul", signature=SIGNATURE)
     at = datetime(2026, 11, 25, 10, 0, 0, 123456, tzinfo=UTC)
     rows = [
         (H100_PCIE, {"M": 8}, {"tile": 1}, RecordStatus.OK, 3e-6),
@@ -50,17 +54,18 @@ def _fill(s: Session) -> None:
         sha256 = None
         if status is RecordStatus.OK:
             data = f"cubin {n}".encode()
-            sha256 = store.put_artifact(
+            sha256 = put_artifact(
                 s, data=data, kind="cubin", source=f"// kernel {n}", meta={"entry": f"k{n}"}
             )
-        store.add_record(
+        add_record(
             s,
-            store.NewRecord(
+            NewRecord(
                 workload_key=KEY,
                 target="cuda:sm_90",
                 symbols=symbols,
                 tuning_id=None,
                 config=config,
+                config_key=Space.key(config),
                 features=[0.1 * n, 1.0 / 3.0],
                 feature_version=3,
                 status=status,
@@ -96,14 +101,14 @@ def _export(sessions: sessionmaker[Session], keys: list[str] | None = None) -> l
 
 def _best(sessions: sessionmaker[Session], **where: Any) -> tuple[Any, ...]:
     with session_scope(sessions) as s:
-        best = store.best_record(s, workload_key=KEY, target="cuda", **where)
+        best = best_record(s, workload_key=KEY, target="cuda", **where)
         assert best is not None
         return best.config_key, best.latency_s, best.device, best.artifact_sha256
 
 
 def _dispatch(sessions: sessionmaker[Session], device: str | None = None) -> list[Any]:
     with session_scope(sessions) as s:
-        table = store.dispatch_table(s, KEY, Target.parse("cuda:sm_90"), device)
+        table = dispatch_table(s, KEY, Target.parse("cuda:sm_90"), device)
         assert table is not None
         return [
             (e.symbols, e.record.config, e.record.latency_s, e.record.device, e.fallback)
@@ -138,7 +143,7 @@ def test_importing_twice_adds_nothing(
     again = import_records(sessions, lines + lines[1:])  # files concatenate
     assert again == ImportSummary(workloads=0, artifacts=0, records=0, duplicates=10)
     with session_scope(sessions) as s:
-        assert store.count_records(s) == 5
+        assert count_records(s) == 5
 
 
 def test_export_of_one_workload_by_key(
@@ -147,16 +152,16 @@ def test_export_of_one_workload_by_key(
     assert _export(source, [KEY]) == _export(source)
     assert len(_export(source, ["0" * 64])) == 1  # the header alone
     with session_scope(source) as s:
-        assert store.resolve_workload_key(s, KEY[:12]) == KEY
-        assert store.resolve_workload_key(s, KEY.upper()) == KEY
+        assert resolve_workload_key(s, KEY[:12]) == KEY
+        assert resolve_workload_key(s, KEY.upper()) == KEY
         with pytest.raises(LookupError, match="no workload has a key starting with 'g'"):
-            store.resolve_workload_key(s, "g")
+            resolve_workload_key(s, "g")
         with pytest.raises(LookupError, match="unknown workload"):
-            store.resolve_workload_key(s, "0" * 64)
+            resolve_workload_key(s, "0" * 64)
         other = row_matmul("records_other", k=8, n=8, max_m=8)
-        store.upsert_workload(s, key=workload_key(load(other)), name="other", signature=other)
+        upsert_workload(s, key=workload_key(load(other)), name="other", signature=other)
         with pytest.raises(LookupError, match=r"is ambiguous .*: give more of it"):
-            store.resolve_workload_key(s, "")
+            resolve_workload_key(s, "")
 
 
 def _tampered(lines: list[str], kind: str, **changes: Any) -> list[str]:
@@ -199,23 +204,23 @@ def test_a_file_that_does_not_hold_together_stores_nothing(
     with pytest.raises(InvalidRequest, match=message):
         import_records(sessions, change(_export(source)))
     with session_scope(sessions) as s:
-        assert store.count_records(s) == 0
-        assert store.get_workload(s, KEY) is None
+        assert count_records(s) == 0
+        assert get_workload(s, KEY) is None
 
 
 def test_lookups_prefer_the_callers_device_and_say_when_they_fall_back(
     source: sessionmaker[Session],
 ) -> None:
     with session_scope(source) as s:
-        fastest = store.best_for_device(s, workload_key=KEY, target="cuda", symbols={"M": 8})
+        fastest = best_for_device(s, workload_key=KEY, target="cuda", symbols={"M": 8})
         assert fastest.record is not None and fastest.record.device == H100_SXM
         assert fastest.fallback is None
-        own = store.best_for_device(
+        own = best_for_device(
             s, workload_key=KEY, target="cuda", symbols={"M": 8}, device=H100_PCIE
         )
         assert own.record is not None and own.record.device == H100_PCIE
         assert own.record.latency_s == 2e-6 and own.fallback is None
-        other = store.best_for_device(
+        other = best_for_device(
             s, workload_key=KEY, target="cuda", symbols={"M": 64}, device=H100_PCIE
         )
         assert other.record is not None and other.record.device == H100_SXM

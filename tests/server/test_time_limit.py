@@ -12,9 +12,9 @@ from tests.signatures import row_matmul
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
 from tunehub.server.db.session import session_scope
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.db.tunings import get_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 
 SIGNATURE = TaskSignature.model_validate(row_matmul("limited_matmul", k=32, n=24, max_m=256))
 # Far more trials than the limit lets run: the limit, not the trials, must end it.
@@ -34,13 +34,7 @@ def _register(
 ) -> int:
     with session_scope(sessions) as s:
         return register_tuning(
-            s,
-            signature=SIGNATURE,
-            target=target,
-            symbols=symbols,
-            trials=TRIALS,
-            strategy="random",
-            time_limit_s=limit,
+            s, validate_task(SIGNATURE, symbols), SearchPlan("random", TRIALS, limit), target=target
         )
 
 
@@ -54,7 +48,7 @@ def test_a_tuning_stops_at_its_time_limit(
     assert summary.trials == 2  # one batch, then the limit
     assert summary.stop_reason == f"time limit of 0.001 s reached after 2 of {TRIALS} trials"
     with session_scope(sessions) as s:
-        tuning = store.get_tuning(s, tuning_id)
+        tuning = get_tuning(s, tuning_id)
         assert tuning is not None and tuning.time_limit_s == LIMIT_S
         assert tuning.stop_reason == summary.stop_reason
 
@@ -78,7 +72,7 @@ def test_without_a_limit_nothing_is_said(
     target = executor.resolve(Target(kind="cpu"))
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=SIGNATURE, target=target, symbols={}, trials=2, strategy="random"
+            s, validate_task(SIGNATURE, {}), SearchPlan("random", 2), target=target
         )
     summary = Tuner(sessions, executor, batch_size=2).run(tuning_id)
     assert (summary.trials, summary.stop_reason) == (2, None)

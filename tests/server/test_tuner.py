@@ -20,15 +20,19 @@ from tunehub.compiler.space.space import Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.artifacts import get_artifact
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning, update_tuning
 from tunehub.server.tuner import (
     LocalExecutor,
     Progress,
+    SearchPlan,
     Tuner,
     featurizer,
     register_tuning,
     resolve_symbols,
+    validate_task,
 )
 from tunehub.server.tuner.featurizer import FeaturePool, Featurizer
 
@@ -49,7 +53,7 @@ def _submit(
 ) -> int:
     with session_scope(sessions) as s:
         return register_tuning(
-            s, signature=SIGNATURE, target=target, symbols={}, trials=trials, strategy=strategy
+            s, validate_task(SIGNATURE, {}), SearchPlan(strategy, trials), target=target
         )
 
 
@@ -68,7 +72,7 @@ def test_tuning_measures_naive_first_persists_everything_and_resumes(
     assert first.symbols == {"M": 64}  # the documented default
     naive = space_for(load(SIGNATURE), target).naive()
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=first.tuning_id, limit=None)
+        records = list_records(s, tuning_id=first.tuning_id, limit=None)
         assert len(records) == 5
         assert records[0].config == naive  # the baseline goes first
         assert records[1].config == space_for(load(SIGNATURE), target).seeds()[0]  # then seeds
@@ -76,10 +80,10 @@ def test_tuning_measures_naive_first_persists_everything_and_resumes(
         assert first.baseline_latency_s == records[0].latency_s
         assert all(r.target == str(target) and r.machine for r in records)
         assert first.best is not None and first.best.artifact_sha256 is not None
-        artifact = store.get_artifact(s, first.best.artifact_sha256)
+        artifact = get_artifact(s, first.best.artifact_sha256)
         assert artifact is not None and artifact.data and artifact.source
         assert artifact.meta["entry"]
-        tuning = store.get_tuning(s, first.tuning_id)
+        tuning = get_tuning(s, first.tuning_id)
         assert tuning is not None and tuning.best_record_id == first.best.record_id
         assert first.best.latency_s == min(r.latency_s for r in records if r.latency_s)
 
@@ -87,8 +91,8 @@ def test_tuning_measures_naive_first_persists_everything_and_resumes(
     # the naive config is not measured again, and the best can only get better.
     second = tuner.run(_submit(sessions, target, trials=4, strategy="random"))
     with session_scope(sessions) as s:
-        all_records = store.list_records(s, workload_key=first.workload_key, limit=None)
-        again = store.list_records(s, tuning_id=second.tuning_id, limit=None)
+        all_records = list_records(s, workload_key=first.workload_key, limit=None)
+        again = list_records(s, tuning_id=second.tuning_id, limit=None)
     assert len(again) == 4
     keys = [r.config_key for r in all_records]
     assert len(keys) == len(set(keys)) == 9
@@ -107,12 +111,12 @@ def test_the_default_is_measured_right_after_the_seeds(
     assert space.seeds() == [] and space.default() != space.naive()
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=target, symbols={}, trials=2, strategy="random"
+            s, validate_task(signature, {}), SearchPlan("random", 2), target=target
         )
     summary = Tuner(sessions, executor, batch_size=2).run(tuning_id)
     assert summary.status == TuningStatus.DONE
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        records = list_records(s, tuning_id=tuning_id, limit=None)
         assert [r.config for r in records] == [space.naive(), space.default()]
 
 
@@ -124,7 +128,7 @@ def test_cancelling_stops_at_the_next_batch(
 
     def cancel(progress: Progress) -> None:
         with session_scope(sessions) as s:
-            store.update_tuning(s, progress.tuning_id, status=TuningStatus.CANCELLED)
+            update_tuning(s, progress.tuning_id, status=TuningStatus.CANCELLED)
 
     summary = Tuner(sessions, executor, batch_size=2).run(tuning_id, cancel)
     assert summary.status == TuningStatus.CANCELLED
@@ -152,7 +156,7 @@ def test_a_tuning_stops_when_the_space_is_exhausted(
     assert valid < 50, "pick a smaller program: this test needs a space it can exhaust"
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=target, symbols={}, trials=50, strategy="evolutionary"
+            s, validate_task(signature, {}), SearchPlan("evolutionary", 50), target=target
         )
     summary = Tuner(sessions, executor).run(tuning_id)
     assert summary.status == TuningStatus.DONE
@@ -168,7 +172,7 @@ def test_a_tuning_that_cannot_run_is_marked_failed(
     with pytest.raises(ValueError, match="cannot run"):
         Tuner(sessions, executor).run(tuning_id)
     with session_scope(sessions) as s:
-        tuning = store.get_tuning(s, tuning_id)
+        tuning = get_tuning(s, tuning_id)
         assert tuning is not None
         assert tuning.status == TuningStatus.FAILED
         assert tuning.error and f"cannot run {foreign} code" in tuning.error

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,13 +17,22 @@ from sqlalchemy.orm import Session, sessionmaker
 from tunehub.compiler import features
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
-from tunehub.compiler.space.space import Config
+from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.cost_models import latest_cost_model
+from tunehub.server.db.records import NewRecord, add_record, list_records
 from tunehub.server.db.session import session_scope
-from tunehub.server.tuner import Executor, Tuner, featurizer, register_tuning
+from tunehub.server.db.workloads import upsert_workload
+from tunehub.server.tuner import (
+    Executor,
+    SearchPlan,
+    Tuner,
+    featurizer,
+    register_tuning,
+    validate_task,
+)
 from tunehub.worker.jobs import CandidateRequest, CandidateResult
 
 TARGET = Target(kind="cpu", isa="x86_64-avx512")
@@ -95,7 +105,7 @@ def tune(
 ) -> int:
     with session_scope(sessions) as s:
         tuning_id = register_tuning(
-            s, signature=signature, target=TARGET, symbols={}, trials=trials, strategy=strategy
+            s, validate_task(signature, {}), SearchPlan(strategy, trials), target=TARGET
         )
     Tuner(sessions, SyntheticExecutor(), batch_size=8).run(tuning_id)
     return tuning_id
@@ -107,12 +117,12 @@ def test_a_new_workloads_first_batch_is_chosen_by_what_other_workloads_taught(
     tune(sessions, OLD, trials=48, strategy="random")
     version = features.FEATURE_VERSION
     with session_scope(sessions) as s:
-        assert store.latest_cost_model(s, target=TARGET, feature_version=version) is None
+        assert latest_cost_model(s, target=TARGET, feature_version=version) is None
 
     new_id = tune(sessions, NEW, trials=8, strategy="model")  # the naive config, then 7
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=new_id, limit=None)
-        model = store.latest_cost_model(s, target=TARGET, feature_version=version)
+        records = list_records(s, tuning_id=new_id, limit=None)
+        model = latest_cost_model(s, target=TARGET, feature_version=version)
         assert model is not None and model.n_train == 48 + 8  # saved, with what it learned
     space = space_for(load(NEW), TARGET)
     assert records[0].config == space.naive()
@@ -131,7 +141,7 @@ def test_transfer_takes_the_newest_records_of_other_workloads_of_this_target(
     version = features.FEATURE_VERSION
     with session_scope(sessions) as s:
         for key in ("w_old", "w_new"):
-            store.upsert_workload(s, key=key, name=key, signature={})
+            upsert_workload(s, key=key, name=key, signature={})
 
         def add(key: str, latency: float | None, **changes: object) -> None:
             values: dict[str, object] = {
@@ -151,7 +161,8 @@ def test_transfer_takes_the_newest_records_of_other_workloads_of_this_target(
                 "machine": {},
                 "artifact_sha256": None,
             }
-            store.add_record(s, store.NewRecord(**{**values, **changes}))  # type: ignore[arg-type]
+            fields: dict[str, Any] = {**values, **changes}
+            add_record(s, NewRecord(**fields, config_key=Space.key(fields["config"])))
 
         add("w_old", 9.0)  # the oldest: beyond the cap
         add("w_old", 1.0)

@@ -10,7 +10,7 @@ from typing import Any
 from rq import get_current_job
 
 from tunehub.targets.cuda import device
-from tunehub.worker.daemon import measure_lock, measuring_unit
+from tunehub.worker.measure_lock import measure_lock, measuring_unit
 
 
 def meet(key: str, parties: int, timeout_s: float) -> dict[str, Any]:

@@ -10,15 +10,18 @@ from redis.asyncio import Redis as AsyncRedis
 from sqlalchemy.orm import Session, sessionmaker
 
 from tests.signatures import AXPY
+from tunehub.compiler.space.space import Space
 from tunehub.schemas.api import RecordView
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.best import BestLookup
-from tunehub.server.db import store
+from tunehub.server.best_cache import BestLookup
+from tunehub.server.db.records import NewRecord, add_record
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning
+from tunehub.server.db.workloads import upsert_workload
 from tunehub.server.generations import BestGenerations, GenerationReader
-from tunehub.server.tuner import LocalExecutor, Tuner, register_tuning
+from tunehub.server.tuner import LocalExecutor, SearchPlan, Tuner, register_tuning, validate_task
 
 # Far longer than the test: whatever a lookup sees fresh, the TTL did not bring.
 LONG_TTL_S = 3600.0
@@ -43,7 +46,7 @@ def _add_record(s: Session, key: str, target: Target, latency_s: float, tile: st
         "machine": {},
         "artifact_sha256": None,
     }
-    return store.add_record(s, store.NewRecord(**fields)).id
+    return add_record(s, NewRecord(**fields, config_key=Space.key(fields["config"]))).id
 
 
 def _best(lookup: BestLookup, key: str, target: Target, redis_url: str | None = None) -> RecordView:
@@ -72,13 +75,11 @@ def test_a_batch_the_tuner_stores_replaces_a_cached_best_at_once(
         with session_scope(sessions) as s:
             tuning_id = register_tuning(
                 s,
-                signature=TaskSignature.model_validate(AXPY),
+                validate_task(TaskSignature.model_validate(AXPY), {}),
+                SearchPlan("random", 1),
                 target=target,
-                symbols={},
-                trials=1,
-                strategy="random",
             )
-            tuning = store.get_tuning(s, tuning_id)
+            tuning = get_tuning(s, tuning_id)
             assert tuning is not None
             key = tuning.workload_key
             slow = _add_record(s, key, target, 1000.0, "slow")
@@ -106,7 +107,7 @@ def test_without_redis_the_ttl_alone_bounds_a_cached_best(
     lookup = BestLookup(sessions, LONG_TTL_S)
     key, target = "ab" * 32, Target.parse("cpu:generic")
     with session_scope(sessions) as s:
-        store.upsert_workload(s, key=key, name="w", signature=AXPY)
+        upsert_workload(s, key=key, name="w", signature=AXPY)
         slow = _add_record(s, key, target, 1000.0, "slow")
     assert _best(lookup, key, target).id == slow
     with session_scope(sessions) as s:

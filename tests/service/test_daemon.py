@@ -14,15 +14,10 @@ from redis import Redis
 from tests.service.workers import Fleet
 from tunehub.schemas.target import Target
 from tunehub.worker import device
-from tunehub.worker.daemon import (
-    HEARTBEAT_S,
-    WORKER_TTL_S,
-    list_workers,
-    machine_id,
-    measure_lock,
-    run_worker,
-)
+from tunehub.worker.daemon import run_worker
+from tunehub.worker.measure_lock import measure_lock
 from tunehub.worker.queues import WORKERS_KEY, measure_lock_key, worker_key, worker_queues
+from tunehub.worker.registry import HEARTBEAT_S, WORKER_TTL_S, list_workers, machine_id
 
 TARGET = Target(kind="cpu", isa=device.cpu_isa())
 

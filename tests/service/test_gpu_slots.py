@@ -22,8 +22,8 @@ from tests.cli_process import tunehub_argv
 from tests.service.slot_jobs import meet
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.device import FAKE_GPUS_ENV
-from tunehub.worker.daemon import WorkerInfo, list_workers, machine_id
 from tunehub.worker.queues import Phase, queue_name
+from tunehub.worker.registry import WorkerInfo, list_workers, machine_id
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_GPUS = [

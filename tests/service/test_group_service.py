@@ -11,10 +11,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.service.test_tuner_service import SIGNATURE
 from tunehub.schemas.record import TuningStatus
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.groups import create_group
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning, update_tuning
 from tunehub.server.settings import Settings, get_settings
-from tunehub.server.tuner import register_tuning
+from tunehub.server.tuner import SearchPlan, register_tuning, validate_task
 from tunehub.server.tuner.lease import Unit, claim_next
 from tunehub.server.tuner.service import run_group, settle
 
@@ -32,15 +33,13 @@ def database_settings(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Ite
 def queue_group(sessions: sessionmaker[Session], target: Target, *values: int) -> list[int]:
     """A group of SIGNATURE at each value of M; its id, then its members' ids."""
     with session_scope(sessions) as s:
-        group = store.create_group(s, target=target, strategy="random", trials=8)
+        group = create_group(s, target=target, strategy="random", trials=8)
         members = [
             register_tuning(
                 s,
-                signature=SIGNATURE,
+                validate_task(SIGNATURE, {"M": m}),
+                SearchPlan("random", 8),
                 target=target,
-                symbols={"M": m},
-                trials=8,
-                strategy="random",
                 group_id=group.id,
                 weight=m,
             )
@@ -51,7 +50,7 @@ def queue_group(sessions: sessionmaker[Session], target: Target, *values: int) -
 
 def statuses(sessions: sessionmaker[Session], ids: list[int]) -> list[tuple[str, str | None]]:
     with session_scope(sessions) as s:
-        tunings = [store.get_tuning(s, i) for i in ids]
+        tunings = [get_tuning(s, i) for i in ids]
         return [(t.status, t.error) for t in tunings if t is not None]
 
 
@@ -61,12 +60,7 @@ def test_a_tuner_claims_a_group_as_one_unit_and_a_tuning_alone(
     group_id, *members = queue_group(sessions, Target(kind="cpu"), 1, 8)
     with session_scope(sessions) as s:
         single = register_tuning(
-            s,
-            signature=SIGNATURE,
-            target=Target(kind="cpu"),
-            symbols={},
-            trials=1,
-            strategy="random",
+            s, validate_task(SIGNATURE, {}), SearchPlan("random", 1), target=Target(kind="cpu")
         )
     first = claim_next(sessions, "tuner-a")
     second = claim_next(sessions, "tuner-b")
@@ -97,8 +91,8 @@ def test_a_tuner_process_that_dies_fails_only_the_unfinished_members(
     lease = claim_next(sessions, "tuner")
     assert lease is not None
     with session_scope(sessions) as s:
-        store.update_tuning(s, done, status=TuningStatus.DONE)
-        store.update_tuning(s, running, status=TuningStatus.RUNNING)
+        update_tuning(s, done, status=TuningStatus.DONE)
+        update_tuning(s, running, status=TuningStatus.RUNNING)
     settle(sessions, lease, -9, stopping=False)
     assert statuses(sessions, [done, running]) == [
         (TuningStatus.DONE, None),
@@ -113,8 +107,8 @@ def test_a_stopping_tuner_hands_its_unfinished_tunings_back(
     lease = claim_next(sessions, "tuner")
     assert lease is not None
     with session_scope(sessions) as s:
-        store.update_tuning(s, done, status=TuningStatus.DONE)
-        store.update_tuning(s, running, status=TuningStatus.RUNNING)
+        update_tuning(s, done, status=TuningStatus.DONE)
+        update_tuning(s, running, status=TuningStatus.RUNNING)
     settle(sessions, lease, -9, stopping=True)
     assert statuses(sessions, [done, running]) == [
         (TuningStatus.DONE, None),

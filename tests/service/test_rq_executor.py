@@ -21,9 +21,9 @@ from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
 from tunehub.server.tuner.rq_executor import RQExecutor
 from tunehub.worker import device
-from tunehub.worker.daemon import machine_id
 from tunehub.worker.jobs import CandidateRequest, CandidateResult
 from tunehub.worker.queues import Phase, measure_lock_key, queue_name
+from tunehub.worker.registry import machine_id
 
 SIGNATURE: dict[str, Any] = {
     "version": 1,

@@ -15,10 +15,12 @@ from tests.signatures import row_matmul
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.server.db import store
+from tunehub.server.db.artifacts import get_artifact
+from tunehub.server.db.records import list_records
 from tunehub.server.db.session import session_scope
+from tunehub.server.db.tunings import get_tuning
 from tunehub.server.settings import Settings
-from tunehub.server.tuner import register_tuning
+from tunehub.server.tuner import SearchPlan, register_tuning, validate_task
 from tunehub.server.tuner.service import run_tuning
 from tunehub.worker import device
 
@@ -39,13 +41,13 @@ def queue_tuning(
     target = target or Target(kind="cpu")
     with session_scope(sessions) as s:
         return register_tuning(
-            s, signature=SIGNATURE, target=target, symbols=symbols, trials=trials, strategy="random"
+            s, validate_task(SIGNATURE, symbols), SearchPlan("random", trials), target=target
         )
 
 
 def tuning_row(sessions: sessionmaker[Session], tuning_id: int) -> Any:
     with session_scope(sessions) as s:
-        return store.get_tuning(s, tuning_id)
+        return get_tuning(s, tuning_id)
 
 
 def test_run_tuning_measures_through_the_workers_and_stores_every_record(
@@ -59,13 +61,13 @@ def test_run_tuning_measures_through_the_workers_and_stores_every_record(
     assert summary.target == str(TARGET)  # `cpu` completed from the workers' registrations
     assert summary.best is not None and summary.baseline_latency_s is not None
     with session_scope(sessions) as s:
-        records = store.list_records(s, tuning_id=tuning_id, limit=None)
+        records = list_records(s, tuning_id=tuning_id, limit=None)
         assert len(records) == 6
         assert all(r.status == RecordStatus.OK for r in records), [r.error_log for r in records]
         assert all(r.machine["cpu_isa"] == TARGET.isa for r in records)
         assert all(r.machine["threads"] == device.cpu_cores() for r in records)
         assert summary.best.artifact_sha256 is not None
-        assert store.get_artifact(s, summary.best.artifact_sha256) is not None
+        assert get_artifact(s, summary.best.artifact_sha256) is not None
     assert tuning_row(sessions, tuning_id).trials_done == 6
 
 

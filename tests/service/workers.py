@@ -15,7 +15,7 @@ from pathlib import Path
 
 from redis import Redis
 
-from tunehub.worker.daemon import list_workers
+from tunehub.worker.registry import list_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTER_TIMEOUT_S = 60.0

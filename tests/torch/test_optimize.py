@@ -144,7 +144,7 @@ class Trio(nn.Module):
 def test_tasks_that_share_one_kernel_each_return_their_own_shapes(tmp_path: Path) -> None:
     """The kernel's bytes are one artifact for three workloads; each task's call returns its
     workload's shape (and eager's values), not the shape of the workload stored first."""
-    from tunehub.server.db import store
+    from tunehub.server.db.records import list_records
     from tunehub.server.db.session import make_engine, session_factory, session_scope
 
     model = Trio().eval()
@@ -156,7 +156,7 @@ def test_tasks_that_share_one_kernel_each_return_their_own_shapes(tmp_path: Path
     done = run_tunehub("tune", tasks, "--db", f"sqlite:///{database}", "--trials", "3")
     assert done.returncode == 0, done.stderr
     with session_scope(session_factory(make_engine(f"sqlite:///{database}"))) as s:
-        artifacts = {r.artifact_sha256 for r in store.list_records(s, limit=10)}
+        artifacts = {r.artifact_sha256 for r in list_records(s, limit=10)}
     assert len(artifacts) == 1, "the three tasks no longer share their kernel's bytes"
 
     fast = optimize(model, inputs, database, directory=tmp_path / "kernels", min_speedup=0)

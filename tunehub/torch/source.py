@@ -71,12 +71,12 @@ class KernelSource:
 
     def _database(self, key: str) -> tuple[DispatchTable, list[KernelFiles]]:
         from tunehub.schemas.target import Target
-        from tunehub.server.db import store
+        from tunehub.server.best import dispatch_table
         from tunehub.server.db.session import make_engine, session_factory, session_scope
 
         sessions = session_factory(make_engine(_database_url(self.source)))
         with session_scope(sessions) as s:
-            table = store.dispatch_table(s, key, Target.parse(self.target))
+            table = dispatch_table(s, key, Target.parse(self.target))
             if table is None:
                 raise NoKernel(f"no verified kernel in the database for {self.target}")
             files = [_stored(s, key, entry.record.artifact_sha256) for entry in table.entries]
@@ -86,10 +86,10 @@ class KernelSource:
 def _stored(s: Any, key: str, sha: str | None) -> KernelFiles:
     """The files of artifact `sha` as workload `key`'s kernel (`server.kernels`)."""
     from tunehub.client.sdk import kernel_metadata
-    from tunehub.server.db import store
+    from tunehub.server.db.artifacts import get_artifact
     from tunehub.server.kernels import kernel_meta
 
-    artifact = store.get_artifact(s, sha) if sha else None
+    artifact = get_artifact(s, sha) if sha else None
     if artifact is None:
         raise NoKernel(f"artifact {sha} is missing from the database")
     meta = kernel_meta(s, artifact, key)

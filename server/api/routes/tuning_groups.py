@@ -11,7 +11,7 @@ from tunehub.schemas.record import TuningStatus
 from tunehub.server.api import views
 from tunehub.server.api.auth import AdminAccess, ReadAccess, SubmitAccess
 from tunehub.server.api.deps import GroupDep, PageDep, ServicesDep, SessionDep
-from tunehub.server.db import store
+from tunehub.server.db import groups
 from tunehub.server.db.session import session_scope
 from tunehub.server.submit import cancel_group, submit_group
 
@@ -31,7 +31,7 @@ def submit(request: TuningGroupRequest, services: ServicesDep) -> TuningGroupVie
     )
     # A session of its own, as in `tunings.submit`.
     with session_scope(services.sessions) as s:
-        group = store.get_group(s, group_id)
+        group = groups.get_group(s, group_id)
         assert group is not None  # committed by the submission
         return views.group_view(s, group)
 
@@ -41,8 +41,8 @@ def list_groups(
     s: SessionDep, paging: PageDep, status: TuningStatus | None = None
 ) -> Page[TuningGroupView]:
     """Newest first."""
-    groups = store.list_groups(s, limit=paging.limit + 1, offset=paging.offset, status=status)
-    return views.page(views.group_views(s, groups), paging.limit, paging.offset)
+    found = groups.list_groups(s, limit=paging.limit + 1, offset=paging.offset, status=status)
+    return views.page(views.group_views(s, found), paging.limit, paging.offset)
 
 
 @router.get("/{group_id}", dependencies=[ReadAccess])

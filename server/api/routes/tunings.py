@@ -11,7 +11,7 @@ from tunehub.schemas.record import TuningStatus
 from tunehub.server.api import views
 from tunehub.server.api.auth import AdminAccess, ReadAccess, SubmitAccess
 from tunehub.server.api.deps import PageDep, ServicesDep, SessionDep, TuningDep, WorkloadKeyQuery
-from tunehub.server.db import store
+from tunehub.server.db import tunings
 from tunehub.server.db.session import session_scope
 from tunehub.server.submit import cancel_tuning, submit_tuning
 
@@ -46,14 +46,14 @@ def list_tunings(
     workload_key: WorkloadKeyQuery = None,
 ) -> Page[TuningView]:
     """Newest first."""
-    tunings = store.list_tunings(
+    found = tunings.list_tunings(
         s,
         limit=paging.limit + 1,
         offset=paging.offset,
         workload_key=workload_key,
         status=status,
     )
-    return views.page(views.tuning_views(s, tunings), paging.limit, paging.offset)
+    return views.page(views.tuning_views(s, found), paging.limit, paging.offset)
 
 
 @router.get("/{tuning_id}", dependencies=[ReadAccess])

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from tunehub.schemas.api import WorkerView
 from tunehub.server.api.auth import ReadAccess
 from tunehub.server.api.deps import ServicesDep
-from tunehub.worker.daemon import list_workers
+from tunehub.worker.registry import list_workers
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"], dependencies=[ReadAccess])
 

@@ -23,8 +23,9 @@ from tunehub.server.api.deps import (
     WorkloadDep,
     WorkloadKey,
 )
-from tunehub.server.best import no_kernel
-from tunehub.server.db import store
+from tunehub.server.best import dispatch_table, no_kernel
+from tunehub.server.db import workloads
+from tunehub.server.db.records import list_records
 from tunehub.server.errors import NotFound
 
 router = APIRouter(prefix="/v1/workloads", tags=["workloads"], dependencies=[ReadAccess])
@@ -45,7 +46,7 @@ def list_workloads(
 ) -> Page[WorkloadView]:
     """Newest first; with `prefix`, those whose key starts with it (how a client turns the
     12 characters `best` shows into a key)."""
-    rows = store.list_workloads(s, limit=paging.limit + 1, offset=paging.offset, prefix=prefix)
+    rows = workloads.list_workloads(s, limit=paging.limit + 1, offset=paging.offset, prefix=prefix)
     return views.page([WorkloadView.model_validate(w) for w in rows], paging.limit, paging.offset)
 
 
@@ -87,7 +88,7 @@ def dispatch(
     one matches every ISA or arch of its kind), and the symbols' ranges: a client picks an
     entry per call with `DispatchTable.select`. With `device`, each entry prefers records
     measured on that device model (its `fallback` says when none was)."""
-    table = store.dispatch_table(s, workload.key, target, device)
+    table = dispatch_table(s, workload.key, target, device)
     if table is None:
         raise NotFound(no_kernel(workload.key, target, None))
     return table
@@ -104,7 +105,7 @@ def records(
 ) -> Page[RecordView]:
     """The workload's records in the order they were made, filtered by status, target (an
     incomplete one matches every ISA or arch of its kind) and exact symbol values."""
-    rows = store.list_records(
+    rows = list_records(
         s,
         workload_key=workload.key,
         target=target,
