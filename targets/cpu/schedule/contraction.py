@@ -67,7 +67,7 @@ from tunehub.compiler.schedule.stage import (
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.isa import vector_registers
-from tunehub.targets.cpu.schedule.gemm import (
+from tunehub.targets.cpu.schedule.gemm.template import (
     Template,
     k_inner,
     k_orders,
