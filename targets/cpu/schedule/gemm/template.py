@@ -22,7 +22,6 @@ from tunehub.compiler.ir import (
     Var,
     loads,
     substitute,
-    transform,
     walk,
 )
 from tunehub.compiler.loop import (
@@ -34,7 +33,6 @@ from tunehub.compiler.loop import (
     Stmt,
     Store,
     add,
-    as_expr,
     ceildiv,
     const,
     const_value,
@@ -43,7 +41,6 @@ from tunehub.compiler.loop import (
     seq,
     sub,
     var,
-    vector,
 )
 from tunehub.compiler.schedule.guards import split_loop
 from tunehub.compiler.schedule.plan import Group, Plan
@@ -51,8 +48,13 @@ from tunehub.compiler.schedule.stage import Context, Loop, nest
 from tunehub.compiler.schedule.vectorize import depends, vector_of, vectorize
 from tunehub.compiler.simplify import simplified
 from tunehub.compiler.space.space import Config
-from tunehub.schemas.target import Target
-from tunehub.targets.cpu.isa import vector_widths
+from tunehub.targets.cpu.schedule.gemm.relayout import as_written, relaid
+from tunehub.targets.cpu.schedule.gemm.tiling import (
+    lanes_of,
+    tiling,
+    vector_kind,
+    vector_loop,
+)
 
 # k values packed per run where a side computes its values from k-contiguous reads: the
 # eight nibbles of an int4 weight word.
@@ -78,28 +80,6 @@ def k_inner(side: Expr, k_axes: tuple[str, ...], lane_axes: tuple[str, ...]) -> 
     return any(depends(e, k_axes) for e in last) and not any(depends(e, lane_axes) for e in last)
 
 
-def lanes_of(target: Target, acc: str) -> int:
-    """Elements of `acc` per vector register (1 where the target has no vectors)."""
-    widths = vector_widths(target, acc)
-    return widths[-1] if widths else 1
-
-
-def unpacked_columns(stage: Stage, found: Plan, vec_side: str, nr: int, lanes: int) -> str | None:
-    """Why the vector side cannot be read in place (None if it can): its group must be one
-    axis of a constant extent that whole tiles cover, read with contiguous vector loads."""
-    axes = found.rhs_axes if vec_side == "rhs" else found.lhs_axes
-    if len(axes) != 1 or lanes == 1:
-        return "unpacked columns need a single column axis and vector registers"
-    (axis,) = axes
-    size = stage.shape[stage.axes.index(axis)]
-    if not isinstance(size, int) or size % nr:
-        return f"unpacked columns need whole {nr}-wide tiles across {axis} ({size})"
-    side = found.rhs if vec_side == "rhs" else found.lhs
-    if vectorize(side, axis, lanes) is None:
-        return f"unpacked columns need contiguous reads along {axis}"
-    return None
-
-
 # ----------------------------------------------------------------------------- the lowering
 
 
@@ -109,76 +89,6 @@ def _walked(group: Group) -> bool:
     not; their flat index usually merges back into one, `flat_index`)."""
     last = const_value(group.extents[-1]) if group.axes else 1
     return len(group.axes) > 1 and (last is None or last >= WALKED_ROW)
-
-
-def k_orders(stage: Stage, lhs: Expr, rhs: Expr) -> dict[str, tuple[str, ...]]:
-    """The orders the reduce axes can be flattened in (the sum is the same in any): as the
-    signature gives them, and as each factor side reads them most contiguously (the axes it
-    indexes in inner tensor dimensions last); equal orders in some forms, so that every
-    form of a computation has the same knobs. An NHWC convolution's
-    data side reads channels contiguously, its weights the filter window: a k run over the
-    channels packs with vector loads, one over the window with strided ones."""
-    given = tuple(r.name for r in stage.anchor.reduce_axes)
-    return {"given": given, "lhs": _contiguous(lhs, given), "rhs": _contiguous(rhs, given)}
-
-
-def _contiguous(side: Expr, axes: tuple[str, ...]) -> tuple[str, ...]:
-    def depth(axis: str) -> int:  # the innermost dimension (-1: the last) indexed by it
-        dims = [
-            n - len(ld.indices)
-            for ld in loads(side)
-            for n, index in enumerate(ld.indices)
-            if depends(index, (axis,))
-        ]
-        return max(dims, default=-len(axes) - 1)
-
-    return tuple(sorted(axes, key=depth))
-
-
-def relayouts(
-    stage: Stage, found: Plan, vec_side: str
-) -> tuple[dict[str, tuple[int, ...]], tuple[str, ...]]:
-    """What `relayout` copies: each tensor a factor side reads, as the order of its
-    dimensions that puts last those indexed only by what packing runs along (the broadcast
-    side's reduce axes: an NCHW image's channels, so that a k run is a contiguous copy; the
-    vector side's columns: an NT matmul's B[j, k] as B[k, j], so that a panel row is a vector
-    copy), where that is not its own order; and the output's axes with the columns last
-    (where the tile's vector stores go), the stage's own order if they are already. A tensor
-    read in two layouts keeps its own."""
-    lhs_runs = tuple(r.name for r in stage.anchor.reduce_axes)
-    rhs_runs = found.rhs_axes
-    if vec_side == "lhs":
-        lhs_runs, rhs_runs = found.lhs_axes, lhs_runs
-    orders: dict[str, set[tuple[int, ...]]] = {}
-    for side, runs in ((found.lhs, lhs_runs), (found.rhs, rhs_runs)):
-        others = tuple(a for a in (*stage.axes, *lhs_runs, *rhs_runs) if a not in runs)
-        for ld in loads(side):
-            alone = [
-                d for d, e in enumerate(ld.indices) if depends(e, runs) and not depends(e, others)
-            ]
-            rest = [d for d in range(len(ld.indices)) if d not in alone]
-            orders.setdefault(ld.tensor, set()).add((*rest, *alone))
-    tensors = {
-        tensor: order
-        for tensor, (order, *more) in ((t, sorted(o)) for t, o in orders.items())
-        if not more and order != tuple(range(len(order)))
-    }
-    col_axes = found.rhs_axes if vec_side == "rhs" else found.lhs_axes
-    out = tuple(a for a in stage.axes if a not in col_axes) + tuple(
-        a for a in stage.axes if a in col_axes
-    )
-    return tensors, out
-
-
-def _permuted(side: Expr, tensor: str, copy: str, order: tuple[int, ...]) -> Expr:
-    """`side` reading `copy`, `tensor` with its dimensions in `order`, instead of `tensor`."""
-
-    def read(e: Expr) -> Expr | None:
-        if isinstance(e, Load) and e.tensor == tensor:
-            return Load(copy, tuple(e.indices[d] for d in order), e.dtype)
-        return None
-
-    return transform(side, read)
 
 
 def _eq(a: Expr, b: Expr) -> Expr:
@@ -199,143 +109,38 @@ class Template:
     def __init__(
         self, stage: Stage, found: Plan, config: Config, ctx: Context, rows: tuple[Expr, ...]
     ) -> None:
-        self.stage, self.ctx, self.acc = stage, ctx, found.acc
-        self.lanes = lanes_of(ctx.target, found.acc)
-        self.vdt = vector(found.acc, self.lanes)
-        self.mr, self.nv = int(config["mr"]), int(config["nv"])
-        self.nr = self.nv * self.lanes
-        self.mb, self.nb = int(config["mb"]), int(config["nb"])
-        self.mc, self.nc = self.mb * self.mr, self.nb * self.nr
-        self.pack_rows = str(config["pack_rows"])
-        # A column axis an enclosing row loop fixes is read lane by lane: pack it.
-        reason = unpacked_columns(stage, found, str(config["vec_side"]), self.nr, self.lanes)
-        self.pack_cols = bool(config["pack_cols"]) or reason is not None or bool(rows)
-        self.parallel = 0 if rows else int(config["parallel"])
-        self.unroll = int(config["unroll"])
-        self.cols_outer = config["tile_order"] == "cols"
-        self.prefetch = int(config["prefetch"])
-        # Axes an enclosing loop already iterates (a fused row group) are fixed, not looped.
-        self.fixed = dict(zip(stage.axes, rows, strict=False))
-        self.fixed.update({a: const(0) for a in found.unit_axes if a not in self.fixed})
-        self.found = found
-        shape = {a: as_expr(e) for a, e in zip(stage.axes, stage.shape, strict=True)}
-        sides = {"lhs": (found.lhs_axes, found.lhs), "rhs": (found.rhs_axes, found.rhs)}
+        lanes = lanes_of(ctx.target, found.acc)
         vec_side = str(config["vec_side"])
-        (row_axes, self.row_side) = sides["lhs" if vec_side == "rhs" else "rhs"]
-        (col_axes, self.col_side) = sides[vec_side]
-        free_rows = tuple(a for a in row_axes if a not in self.fixed)
-        free_cols = tuple(a for a in col_axes if a not in self.fixed)
-        self.row = Group(free_rows, tuple(shape[a] for a in free_rows))
-        self.col = Group(free_cols, tuple(shape[a] for a in free_cols))
-        # Where the sides' tensors and the output are copied through workspaces in another
-        # layout (`relayout`): copies before and after the blocks.
-        self.out_buffer, self.out_axes = stage.buffer, stage.axes
-        self.copies: tuple[list[Stmt], list[Stmt]] = ([], [])
-        if config.get("relayout") and not rows:
-            self._relayout(found, vec_side)
-        lhs, rhs = (
-            (self.row_side, self.col_side) if vec_side == "rhs" else (self.col_side, self.row_side)
+        self.relaid = (
+            relaid(ctx, stage, found, vec_side, lanes)
+            if config.get("relayout") and not rows
+            else as_written(stage, found)
         )
-        extents = {r.name: as_expr(r.extent) for r in stage.anchor.reduce_axes}
-        order = k_orders(stage, lhs, rhs)[str(config.get("k_order", "given"))]
-        self.k = Group(order, tuple(extents[a] for a in order))
-        grouped = set(row_axes) | set(col_axes) | set(self.fixed)
-        self.batch = tuple((a, shape[a]) for a in stage.axes if a not in grouped)
-        k_total = const_value(self.k.extent)
-        kc = int(config["kc"])
-        self.kc = kc if kc and (k_total is None or kc < k_total) else 0  # 0: one k block
-        self.k_stride = const(self.kc) if self.kc else self.k.extent  # of packed panels
-        # With one k block, a thread's consecutive row blocks of one column block read the
-        # same column panels: packed once, not once per row block (a convolution's weights
-        # are a strided gather, and repacking them per block cost more than the im2col).
-        self.reuse_cols = self.pack_cols and not self.kc and not rows
+        self.t = tiling(stage, found, self.relaid.found, config, lanes, rows)
+        self.stage, self.ctx, self.found = stage, ctx, found
 
     # ------------------------------------------------------------------ loops
 
     def lower(self) -> Stmt:
-        index = dict(self.fixed)
+        index = dict(self.t.fixed)
         outer = []
-        for axis, size in self.batch:
+        for axis, size in self.t.batch:
             outer.append(Loop(self.ctx.fresh(axis), size))
             index[axis] = var(outer[-1].var)
-        jc = Loop(self.ctx.fresh("jc"), ceildiv(self.col.extent, self.nc))
-        ic = Loop(self.ctx.fresh("ic"), ceildiv(self.row.extent, self.mc))
+        jc = Loop(self.ctx.fresh("jc"), ceildiv(self.t.col.extent, self.t.nc))
+        ic = Loop(self.ctx.fresh("ic"), ceildiv(self.t.row.extent, self.t.mc))
         outer += [jc, ic]
-        outer[: self.parallel] = [
-            Loop(lp.var, lp.extent, "parallel") for lp in outer[: self.parallel]
+        outer[: self.t.parallel] = [
+            Loop(lp.var, lp.extent, "parallel") for lp in outer[: self.t.parallel]
         ]
-        col0, row0 = mul(var(jc.var), const(self.nc)), mul(var(ic.var), const(self.mc))
+        col0, row0 = mul(var(jc.var), const(self.t.nc)), mul(var(ic.var), const(self.t.mc))
         # The column block's index among all of them (batch and jc), from 1: which panels a
         # thread holds (0: none yet).
         block: Expr = const(0)
         for loop in outer[:-1]:
             block = add(mul(block, loop.extent), var(loop.var))
         blocks = nest(outer, self._block(index, row0, col0, add(block, const(1))))
-        return seq(*self.copies[0], blocks, *self.copies[1])
-
-    def _relayout(self, found: Plan, vec_side: str) -> None:
-        """Read the sides' tensors from copies laid out as their packing runs and store the
-        output through a copy with the columns last (`relayouts`): an NCHW convolution
-        computed as its NHWC form, whose packing copies runs of channels and whose tiles
-        store vectors of filters."""
-        program, stage = self.ctx.analysis.program, self.stage
-        tensors, out_axes = relayouts(stage, found, vec_side)
-        for tensor, order in tensors.items():
-            shape = program.buffer(tensor).shape
-            copy = self.ctx.scratch(
-                f"{tensor}_relaid", program.buffer(tensor).dtype, tuple(shape[d] for d in order)
-            )
-
-            def read(
-                at: tuple[Expr, ...], tensor: str = tensor, order: tuple[int, ...] = order
-            ) -> Expr:
-                source = tuple(at[order.index(d)] for d in range(len(order)))
-                return Load(tensor, source, program.buffer(tensor).dtype)
-
-            self.copies[0].append(self._copy(copy, tuple(shape[d] for d in order), read))
-            self.row_side = _permuted(self.row_side, tensor, copy, order)
-            self.col_side = _permuted(self.col_side, tensor, copy, order)
-        if out_axes != stage.axes:
-            extent = dict(zip(stage.axes, stage.shape, strict=True))
-            self.out_buffer = self.ctx.scratch(
-                f"{stage.buffer}_relaid", stage.dtype, tuple(extent[a] for a in out_axes)
-            )
-            self.out_axes = out_axes
-
-            def back(at: tuple[Expr, ...]) -> Expr:
-                point = dict(zip(stage.axes, at, strict=True))
-                return Load(self.out_buffer, tuple(point[a] for a in out_axes), stage.dtype)
-
-            self.copies[1].append(self._copy(stage.buffer, stage.shape, back))
-
-    def _copy(
-        self, buffer: str, shape: tuple[Extent, ...], value: Callable[[tuple[Expr, ...]], Expr]
-    ) -> Stmt:
-        """`buffer` (of `shape`) filled with `value(index)` in its own order, the outer two
-        loops parallel and the last one vectorized: contiguous stores, strided reads. Where
-        the buffer's last axis is not whole vectors but the axis the source's reads walk is,
-        that axis goes innermost instead: whole vectors of contiguous reads, stores spread
-        (an NCHW output copied back from its channels-last copy, 28 pixels a row, 32 filters:
-        12.5 -> 6.4 us of a 3x3 conv's 88, AVX-512 EPYC)."""
-        loops = [Loop(self.ctx.fresh("r"), as_expr(size)) for size in shape]
-        at = tuple(var(lp.var) for lp in loops)
-        source = value(at)
-        walked = [
-            n
-            for n, lp in enumerate(loops)
-            if any(ld.indices and depends(ld.indices[-1], (lp.var,)) for ld in loads(source))
-        ]
-        if len(walked) == 1 and not self._whole(loops[-1]) and self._whole(loops[walked[0]]):
-            loops.append(loops.pop(walked[0]))
-        loops[:2] = [Loop(lp.var, lp.extent, "parallel") for lp in loops[:2]]
-        if len(loops) > 2:
-            loops[-1] = self._vector_loop(loops[-1].var, loops[-1].extent)
-        return nest(loops, Store(buffer, at, source))
-
-    def _whole(self, loop: Loop) -> bool:
-        """Whether a loop's extent is a whole number of vectors."""
-        extent = const_value(loop.extent)
-        return extent is not None and extent % self.lanes == 0
+        return seq(*self.relaid.before, blocks, *self.relaid.after)
 
     def _block(self, index: dict[str, Expr], row0: Expr, col0: Expr, block: Expr) -> Stmt:
         """One mc x nc block of the output: k blocks of packing and register tiles."""
@@ -344,86 +149,86 @@ class Template:
         count = (var(nrows), var(ncols))
         ext = self._panel_depth()
         self.col_panels = (
-            ctx.scratch("packcols", self.acc, (self.nc, *ext), per_thread=True)
-            if self.pack_cols
+            ctx.scratch("packcols", self.t.acc, (self.t.nc, *ext), per_thread=True)
+            if self.t.pack_cols
             else ""
         )
         self.row_panels = (
-            ctx.scratch("packrows", self.acc, (self.mc, *ext), per_thread=True)
-            if self.pack_rows != "none"
+            ctx.scratch("packrows", self.t.acc, (self.t.mc, *ext), per_thread=True)
+            if self.t.pack_rows != "none"
             else ""
         )
-        self.spill = ctx.scratch("tile", self.acc, (self.mr * self.nr,), per_thread=True)
+        self.spill = ctx.scratch("tile", self.t.acc, (self.t.mr * self.t.nr,), per_thread=True)
         self.partial = (
-            ctx.scratch("partial", self.acc, (self.mc * self.nc,), per_thread=True)
-            if self.kc
+            ctx.scratch("partial", self.t.acc, (self.t.mc * self.t.nc,), per_thread=True)
+            if self.t.kc
             else ""
         )
-        if self.kc:
+        if self.t.kc:
             pc = ctx.fresh("pc")
-            blocks = ceildiv(self.k.extent, self.kc)
-            k0 = mul(var(pc), const(self.kc))
+            blocks = ceildiv(self.t.k.extent, self.t.kc)
+            k0 = mul(var(pc), const(self.t.kc))
             first, last = _eq(var(pc), const(0)), _eq(var(pc), sub(blocks, const(1)))
         else:
             k0 = const(0)
             first = last = Const(True, "bool")
         q, p = ctx.fresh("q"), ctx.fresh("p")
-        panels = [Loop(q, ceildiv(var(ncols), self.nr)), Loop(p, ceildiv(var(nrows), self.mr))]
+        panels = [Loop(q, ceildiv(var(ncols), self.t.nr)), Loop(p, ceildiv(var(nrows), self.t.mr))]
         tiles = nest(
-            panels if self.cols_outer else panels[::-1],
+            panels if self.t.cols_outer else panels[::-1],
             self._tile(index, row0, col0, count, var(p), var(q), k0, var(depth), first, last),
         )
         packs = []
-        if self.pack_cols:
+        if self.t.pack_cols:
             pack = self._pack(
                 self.col_panels,
-                self.col_side,
-                self.col,
-                self.nr,
+                self.t.col_side,
+                self.t.col,
+                self.t.nr,
                 col0,
                 count[1],
                 index,
                 k0,
                 var(depth),
             )
-            if self.reuse_cols:
+            if self.t.reuse_cols:
                 packed = ctx.scratch("packed", INDEX, (1,), per_thread=True, zeroed=True)
                 at = (const(0),)
                 fresh = Binary("!=", Load(packed, at, INDEX), block, "bool")
                 pack = If(fresh, seq(pack, Store(packed, at, block)))
             packs.append(pack)
-        if self.pack_rows != "none":
+        if self.t.pack_rows != "none":
             packs.append(
                 self._pack(
                     self.row_panels,
-                    self.row_side,
-                    self.row,
-                    self.mr,
+                    self.t.row_side,
+                    self.t.row,
+                    self.t.mr,
                     row0,
                     count[0],
                     index,
                     k0,
                     var(depth),
-                    k_fastest=self.pack_rows == "rows",
+                    k_fastest=self.t.pack_rows == "rows",
                 )
             )
         k_block = seq(
-            Decl(depth, INDEX, init=minimum(self.k_stride, sub(self.k.extent, k0))),
+            Decl(depth, INDEX, init=minimum(self.t.k_stride, sub(self.t.k.extent, k0))),
             *packs,
             tiles,
         )
-        if self.kc:
+        if self.t.kc:
             k_block = For(pc, blocks, k_block)
         return seq(
-            Decl(nrows, INDEX, init=minimum(const(self.mc), sub(self.row.extent, row0))),
-            Decl(ncols, INDEX, init=minimum(const(self.nc), sub(self.col.extent, col0))),
+            Decl(nrows, INDEX, init=minimum(const(self.t.mc), sub(self.t.row.extent, row0))),
+            Decl(ncols, INDEX, init=minimum(const(self.t.nc), sub(self.t.col.extent, col0))),
             k_block,
         )
 
     def _panel_depth(self) -> tuple[Extent, ...]:
         """The k extent of a packed panel, as workspace extents (literals or symbol names)."""
-        if self.kc:
-            return (self.kc,)
+        if self.t.kc:
+            return (self.t.kc,)
         return tuple(r.extent for r in self.stage.anchor.reduce_axes)
 
     # ------------------------------------------------------------------ packing
@@ -452,14 +257,14 @@ class Template:
         def at(k: Expr, lane_at: Expr | None = None) -> Expr:
             lane_at = var(lane) if lane_at is None else lane_at
             if k_fastest:
-                return add(mul(add(mul(var(panel), const(tile)), lane_at), self.k_stride), k)
-            return add(mul(add(mul(var(panel), self.k_stride), k), const(tile)), lane_at)
+                return add(mul(add(mul(var(panel), const(tile)), lane_at), self.t.k_stride), k)
+            return add(mul(add(mul(var(panel), self.t.k_stride), k), const(tile)), lane_at)
 
         def lanes_at(at_lane: Expr) -> dict[str, Expr]:
             return group.index(add(first_lane, at_lane))
 
         def ks_at(k: Expr) -> dict[str, Expr]:
-            return self.k.index(add(k0, k))
+            return self.t.k.index(add(k0, k))
 
         def point(lanes: dict[str, Expr], ks: dict[str, Expr]) -> Expr:
             return substitute(side, {**index, **lanes, **ks})
@@ -482,11 +287,11 @@ class Template:
         def over_k() -> Stmt:
             """One lane's k values (a plain k walks here only as `k_fastest`'s vector copy;
             otherwise `_k_blocked` packs it)."""
-            if not _walked(self.k):
+            if not _walked(self.t.k):
                 loop = self._vector_loop(kk, depth)
                 return nest([loop], Store(buf, (at(var(kk)),), value(var(kk))))
             return self._walk(
-                self.k,
+                self.t.k,
                 k0,
                 depth,
                 lambda ks: point(lanes_at(var(lane)), ks),
@@ -494,26 +299,26 @@ class Template:
             )
 
         offset = at(var(kk))
-        if k_inner(side, self.k.axes, group.axes) and _transforms(side) and not k_fastest:
+        if k_inner(side, self.t.k.axes, group.axes) and _transforms(side) and not k_fastest:
             fill = self._runs(buf, lane, var(width), depth, value, at)
-        elif k_inner(side, self.k.axes, group.axes) and not (k_fastest or _walked(self.k)):
+        elif k_inner(side, self.t.k.axes, group.axes) and not (k_fastest or _walked(self.t.k)):
             fill = self._k_blocked(
                 lane, var(width), kk, depth, lambda k: Store(buf, (at(k),), value(k))
             )
-        elif k_fastest or k_inner(side, self.k.axes, group.axes):
+        elif k_fastest or k_inner(side, self.t.k.axes, group.axes):
             fill = For(lane, var(width), over_k())
         else:
             fill = For(kk, depth, over_lanes(var(kk)))
-        zero = Store(buf, (offset,), Const(0, self.acc))
+        zero = Store(buf, (offset,), Const(0, self.t.acc))
         pad = For(kk, depth, For(lane, sub(const(tile), var(width)), zero, start=var(width)))
         lanes_left = minimum(const(tile), sub(count, mul(var(panel), const(tile))))
         vectors = self._vectors(side, group, tile, first_lane, index, add(k0, var(kk)))
         if vectors is None or k_fastest:
             fill = seq(fill, If(Binary("<", var(width), const(tile), "bool"), pad))
         else:  # whole panels by vector copies, the partial one lane by lane
-            row = add(mul(var(panel), self.k_stride), var(kk))
+            row = add(mul(var(panel), self.t.k_stride), var(kk))
             whole = seq(
-                Store(buf, (add(mul(row, const(tile)), const(n * self.lanes)),), value)
+                Store(buf, (add(mul(row, const(tile)), const(n * self.t.lanes)),), value)
                 for n, value in enumerate(vectors)
             )
             fill = If(_eq(var(width), const(tile)), For(kk, depth, whole), seq(fill, pad))
@@ -583,14 +388,14 @@ class Template:
         else:
             lanes = Var(run, vectorized.dtype)
             stores = [
-                Store(buf, (at(k),), Call("lane", (lanes, const(j)), self.acc))
+                Store(buf, (at(k),), Call("lane", (lanes, const(j)), self.t.acc))
                 for j, k in enumerate(ks)
             ]
             body = seq(Decl(run, vectorized.dtype, init=vectorized), *stores)
         runs = Binary("//", depth, const(PACK_RUN), INDEX)
         whole = nest([Loop(kr, runs), Loop(lane, width)], body)
-        k_extent = const_value(self.k.extent)
-        if k_extent is not None and k_extent % PACK_RUN == 0 and self.kc % PACK_RUN == 0:
+        k_extent = const_value(self.t.k.extent)
+        if k_extent is not None and k_extent % PACK_RUN == 0 and self.t.kc % PACK_RUN == 0:
             return whole  # every k block holds whole runs
         done = mul(runs, const(PACK_RUN))
         one = For(lane, width, Store(buf, (at(var(kk)),), value(var(kk))))
@@ -608,24 +413,23 @@ class Template:
     ) -> list[Expr] | None:
         """`side` over the `tile` lanes of `group` from `first` at reduce index `k` as vector
         values, or None when that cannot be done with contiguous vector reads."""
-        if len(group.axes) != 1 or tile % self.lanes or self.lanes == 1:
+        if len(group.axes) != 1 or tile % self.t.lanes or self.t.lanes == 1:
             return None
         (axis,) = group.axes
-        vectorized = vectorize(side, axis, self.lanes)
+        vectorized = vectorize(side, axis, self.t.lanes)
         if vectorized is None:
             return None
-        point = {**index, **self.k.index(k)}
+        point = {**index, **self.t.k.index(k)}
         return [
-            substitute(vectorized, {**point, axis: add(first, const(n * self.lanes))})
-            for n in range(tile // self.lanes)
+            substitute(vectorized, {**point, axis: add(first, const(n * self.t.lanes))})
+            for n in range(tile // self.t.lanes)
         ]
 
     def _vector_loop(self, name: str, extent: Expr) -> Loop:
-        return Loop(name, extent, *self._vector_kind())
+        return vector_loop(name, extent, self.t.lanes)
 
     def _vector_kind(self) -> tuple[str, int]:
-        """The kind and factor of a loop whose iterations write distinct panel elements."""
-        return ("vectorize", self.lanes) if self.lanes > 1 else ("serial", 0)
+        return vector_kind(self.t.lanes)
 
     # ------------------------------------------------------------------ the register tile
 
@@ -642,22 +446,22 @@ class Template:
         first: Expr,
         last: Expr,
     ) -> Stmt:
-        ctx, mr, nv, lanes, vdt = self.ctx, self.mr, self.nv, self.lanes, self.vdt
+        ctx, mr, nv, lanes, vdt = self.ctx, self.t.mr, self.t.nv, self.t.lanes, self.t.vdt
         row_base = add(row0, mul(p, const(mr)))
-        col_base = add(col0, mul(q, const(self.nr)))
+        col_base = add(col0, mul(q, const(self.t.nr)))
         accs = [[ctx.fresh(f"c{r}x{v}") for v in range(nv)] for r in range(mr)]
         kk = ctx.fresh("k")
-        zero = Cast(vdt, Const(0, self.acc))
+        zero = Cast(vdt, Const(0, self.t.acc))
 
         def partial_at(r: int, v: int) -> Expr:
-            tile = add(mul(p, const(self.nb)), q)
-            return add(mul(add(mul(tile, const(mr)), const(r)), const(self.nr)), const(v * lanes))
+            tile = add(mul(p, const(self.t.nb)), q)
+            return add(mul(add(mul(tile, const(mr)), const(r)), const(self.t.nr)), const(v * lanes))
 
         decls = [
-            Decl(name, vdt, init=zero if not self.kc else None) for row in accs for name in row
+            Decl(name, vdt, init=zero if not self.t.kc else None) for row in accs for name in row
         ]
         init: list[Stmt] = []
-        if self.kc:
+        if self.t.kc:
             zeros = seq(Assign(name, zero) for row in accs for name in row)
             resume = seq(
                 Assign(accs[r][v], _at(self.partial, partial_at(r, v), vdt))
@@ -668,22 +472,25 @@ class Template:
         b_names = [ctx.fresh(f"b{v}") for v in range(nv)]
         body: list[Stmt] = []
         direct = None
-        if not self.pack_cols:
+        if not self.t.pack_cols:
             k = add(k0, var(kk))
-            direct = self._vectors(self.col_side, self.col, self.nr, col_base, index, k)
+            direct = self._vectors(self.t.col_side, self.t.col, self.t.nr, col_base, index, k)
             assert direct is not None, "check() allows pack_cols=False only where this works"
         for v, name in enumerate(b_names):
-            offset = add(mul(add(mul(q, self.k_stride), var(kk)), const(self.nr)), const(v * lanes))
+            offset = add(
+                mul(add(mul(q, self.t.k_stride), var(kk)), const(self.t.nr)), const(v * lanes)
+            )
             value = _at(self.col_panels, offset, vdt) if direct is None else direct[v]
             body.append(Decl(name, vdt, init=value))
-        if self.prefetch and self.pack_cols:
+        if self.t.prefetch and self.t.pack_cols:
             ahead = add(
-                mul(add(mul(q, self.k_stride), var(kk)), const(self.nr)),
-                const(self.prefetch * self.nr),
+                mul(add(mul(q, self.t.k_stride), var(kk)), const(self.t.nr)),
+                const(self.t.prefetch * self.t.nr),
             )
-            line = 64 // dtypes.itemsize(self.acc)
+            line = 64 // dtypes.itemsize(self.t.acc)
             body += [
-                Prefetch(self.col_panels, (add(ahead, const(n)),)) for n in range(0, self.nr, line)
+                Prefetch(self.col_panels, (add(ahead, const(n)),))
+                for n in range(0, self.t.nr, line)
             ]
         for r in range(mr):
             a = ctx.fresh(f"a{r}")
@@ -692,21 +499,23 @@ class Template:
             )
             for v in range(nv):
                 body.append(Assign(accs[r][v], self._accumulate(a, b_names[v], accs[r][v])))
-        kind = "unroll" if self.unroll > 1 else "serial"
-        k_loop = For(kk, depth, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+        kind = "unroll" if self.t.unroll > 1 else "serial"
+        k_loop = For(kk, depth, seq(body), kind, factor=self.t.unroll if self.t.unroll > 1 else 0)
         spill = [
-            Store(self.spill, (const(r * self.nr + v * lanes),), Var(accs[r][v], vdt))
+            Store(self.spill, (const(r * self.t.nr + v * lanes),), Var(accs[r][v], vdt))
             for r in range(mr)
             for v in range(nv)
         ]
         rows_left = minimum(const(mr), sub(count[0], mul(p, const(mr))))
-        cols_left = minimum(const(self.nr), sub(count[1], mul(q, const(self.nr))))
+        cols_left = minimum(const(self.t.nr), sub(count[1], mul(q, const(self.t.nr))))
         finish = seq(*spill, self._epilogue(index, row_base, col_base, rows_left, cols_left))
         vector_store = self._direct_store(index, row_base, col_base, accs)
         if vector_store is not None:
-            whole = Binary("and", _eq(rows_left, const(mr)), _eq(cols_left, const(self.nr)), "bool")
+            whole = Binary(
+                "and", _eq(rows_left, const(mr)), _eq(cols_left, const(self.t.nr)), "bool"
+            )
             finish = If(whole, vector_store, finish)
-        if self.kc:
+        if self.t.kc:
             keep = seq(
                 Store(self.partial, (partial_at(r, v),), Var(accs[r][v], vdt))
                 for r in range(mr)
@@ -716,7 +525,7 @@ class Template:
         return seq(*decls, *init, k_loop, finish)
 
     def _accumulate(self, a: str, b: str, acc: str) -> Expr:
-        vdt = self.vdt
+        vdt = self.t.vdt
         return self.found.accumulate(Var(acc, vdt), Var(a, vdt), Var(b, vdt))
 
     def _row_value(
@@ -725,16 +534,16 @@ class Template:
         """The broadcast side at tile row `r`, k offset `kk`: from its packed panel, or
         evaluated in place at a row clamped into range (rows past the edge are computed but
         never stored)."""
-        if self.pack_rows == "interleaved":
-            offset = add(mul(add(mul(p, self.k_stride), kk), const(self.mr)), const(r))
-            return _at(self.row_panels, offset, self.acc)
-        if self.pack_rows == "rows":
-            offset = add(mul(add(mul(p, const(self.mr)), const(r)), self.k_stride), kk)
-            return _at(self.row_panels, offset, self.acc)
-        last_row = sub(self.row.extent, const(1))
+        if self.t.pack_rows == "interleaved":
+            offset = add(mul(add(mul(p, self.t.k_stride), kk), const(self.t.mr)), const(r))
+            return _at(self.row_panels, offset, self.t.acc)
+        if self.t.pack_rows == "rows":
+            offset = add(mul(add(mul(p, const(self.t.mr)), const(r)), self.t.k_stride), kk)
+            return _at(self.row_panels, offset, self.t.acc)
+        last_row = sub(self.t.row.extent, const(1))
         row = Call("min", (add(row_base, const(r)), last_row), INDEX)
-        point = {**index, **self.row.index(row), **self.k.index(add(k0, kk))}
-        return substitute(self.row_side, point)
+        point = {**index, **self.t.row.index(row), **self.t.k.index(add(k0, kk))}
+        return substitute(self.t.row_side, point)
 
     def _direct_store(
         self, index: dict[str, Expr], row_base: Expr, col_base: Expr, accs: list[list[str]]
@@ -742,23 +551,23 @@ class Template:
         """The epilogue of a whole tile straight from the accumulators, one vector store per
         accumulator, when the columns are the output's contiguous last axis and the
         epilogue vectorizes along them; None otherwise (the spill path does it all)."""
-        stage, lanes, vdt = self.stage, self.lanes, self.vdt
-        if lanes == 1 or self.col.axes != self.out_axes[-1:]:
+        stage, lanes, vdt = self.stage, self.t.lanes, self.t.vdt
+        if lanes == 1 or self.t.col.axes != self.relaid.out_axes[-1:]:
             return None
-        (axis,) = self.col.axes
+        (axis,) = self.t.col.axes
         marker = self.ctx.fresh("acc")  # stands for the accumulator lanes in the epilogue
         stores: list[Stmt] = []
         for r, row in enumerate(accs):
-            point = {**index, **self.row.index(add(row_base, const(r))), axis: var(axis)}
-            value = stage.finish(Load(marker, (var(axis),), self.acc), point)
+            point = {**index, **self.t.row.index(add(row_base, const(r))), axis: var(axis)}
+            value = stage.finish(Load(marker, (var(axis),), self.t.acc), point)
             vectorized = vectorize(value, axis, lanes)
             if vectorized is None:
                 return None
             for v, name in enumerate(row):
                 at = {axis: add(col_base, const(v * lanes))}
                 result = substitute(replace_loads(vectorized, marker, Var(name, vdt)), at)
-                indices = tuple(substitute(point[a], at) for a in self.out_axes)
-                stores.append(Store(self.out_buffer, indices, result))
+                indices = tuple(substitute(point[a], at) for a in self.relaid.out_axes)
+                stores.append(Store(self.relaid.out_buffer, indices, result))
         return seq(stores)
 
     def _epilogue(
@@ -773,11 +582,11 @@ class Template:
         r, lane = self.ctx.fresh("er"), self.ctx.fresh("el")
         point = {
             **index,
-            **self.row.index(add(row_base, var(r))),
-            **self.col.index(add(col_base, var(lane))),
+            **self.t.row.index(add(row_base, var(r))),
+            **self.t.col.index(add(col_base, var(lane))),
         }
-        value = _at(self.spill, add(mul(var(r), const(self.nr)), var(lane)), self.acc)
+        value = _at(self.spill, add(mul(var(r), const(self.t.nr)), var(lane)), self.t.acc)
         stage = self.stage
-        indices = tuple(point[a] for a in self.out_axes)
-        store = Store(self.out_buffer, indices, stage.finish(value, point))
+        indices = tuple(point[a] for a in self.relaid.out_axes)
+        store = Store(self.relaid.out_buffer, indices, stage.finish(value, point))
         return nest([Loop(r, rows_left), self._vector_loop(lane, cols_left)], store)
