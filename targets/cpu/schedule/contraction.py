@@ -67,8 +67,9 @@ from tunehub.compiler.schedule.stage import (
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.isa import vector_registers
+from tunehub.targets.cpu.schedule.gemm.packing import k_inner
 from tunehub.targets.cpu.schedule.gemm.relayout import relayouts
-from tunehub.targets.cpu.schedule.gemm.template import Template, k_inner
+from tunehub.targets.cpu.schedule.gemm.template import Template
 from tunehub.targets.cpu.schedule.gemm.tiling import k_orders, lanes_of, unpacked_columns
 from tunehub.targets.cpu.schedule.reduction import Reduction
 

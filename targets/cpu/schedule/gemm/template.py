@@ -5,9 +5,6 @@ module doc there describes the loop structure.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import Stage, replace_loads
 from tunehub.compiler.dtypes import INDEX
@@ -20,9 +17,7 @@ from tunehub.compiler.ir import (
     Extent,
     Load,
     Var,
-    loads,
     substitute,
-    walk,
 )
 from tunehub.compiler.loop import (
     Assign,
@@ -35,60 +30,19 @@ from tunehub.compiler.loop import (
     add,
     ceildiv,
     const,
-    const_value,
     minimum,
     mul,
     seq,
     sub,
     var,
 )
-from tunehub.compiler.schedule.guards import split_loop
-from tunehub.compiler.schedule.plan import Group, Plan
+from tunehub.compiler.schedule.plan import Plan
 from tunehub.compiler.schedule.stage import Context, Loop, nest
-from tunehub.compiler.schedule.vectorize import depends, vector_of, vectorize
-from tunehub.compiler.simplify import simplified
+from tunehub.compiler.schedule.vectorize import vectorize
 from tunehub.compiler.space.space import Config
+from tunehub.targets.cpu.schedule.gemm.packing import Packer, Panels
 from tunehub.targets.cpu.schedule.gemm.relayout import as_written, relaid
-from tunehub.targets.cpu.schedule.gemm.tiling import (
-    lanes_of,
-    tiling,
-    vector_kind,
-    vector_loop,
-)
-
-# k values packed per run where a side computes its values from k-contiguous reads: the
-# eight nibbles of an int4 weight word.
-PACK_RUN = 8
-# k values per block where a panel is packed from k-contiguous reads (a transposed operand,
-# `B[n, k]`): each lane's run of k in turn writes the panel at a stride of a whole row of
-# lanes, so unblocked a 64-lane panel's writes spread over 64 KB, past L1, and an NT matmul
-# 256^3 ran 1.5x the NN one; in blocks of 16 (a line of floats read per lane) they stay in 4.
-PACK_K_BLOCK = 16
-
-
-def _transforms(side: Expr) -> bool:
-    """Whether a side computes its values (dequantizes) rather than widening one read."""
-    while isinstance(side, Cast):
-        side = side.x
-    return not isinstance(side, Load)
-
-
-def k_inner(side: Expr, k_axes: tuple[str, ...], lane_axes: tuple[str, ...]) -> bool:
-    """Whether packing `side` should walk k innermost: its reads' last indices follow k and
-    not the panel's lane axes (row-major A[i, k], NT B[j, k], int4 W[n, k // 8])."""
-    last = [ld.indices[-1] for ld in loads(side) if ld.indices]
-    return any(depends(e, k_axes) for e in last) and not any(depends(e, lane_axes) for e in last)
-
-
-# ----------------------------------------------------------------------------- the lowering
-
-
-def _walked(group: Group) -> bool:
-    """Whether packing walks `group` by rows of its last axis (`Template._walk`): a group of
-    several axes whose last one is long enough to pay for a row loop (3-wide filter rows do
-    not; their flat index usually merges back into one, `flat_index`)."""
-    last = const_value(group.extents[-1]) if group.axes else 1
-    return len(group.axes) > 1 and (last is None or last >= WALKED_ROW)
+from tunehub.targets.cpu.schedule.gemm.tiling import lanes_of, tiling, vector_loop
 
 
 def _eq(a: Expr, b: Expr) -> Expr:
@@ -118,6 +72,7 @@ class Template:
         )
         self.t = tiling(stage, found, self.relaid.found, config, lanes, rows)
         self.stage, self.ctx, self.found = stage, ctx, found
+        self.packer = Packer(ctx, self.t.k, self.t.kc, self.t.acc, self.t.lanes)
 
     # ------------------------------------------------------------------ loops
 
@@ -147,16 +102,21 @@ class Template:
         ctx = self.ctx
         nrows, ncols, depth = ctx.fresh("nrows"), ctx.fresh("ncols"), ctx.fresh("depth")
         count = (var(nrows), var(ncols))
-        ext = self._panel_depth()
+        t, ext = self.t, self._panel_depth()
         self.col_panels = (
-            ctx.scratch("packcols", self.t.acc, (self.t.nc, *ext), per_thread=True)
-            if self.t.pack_cols
-            else ""
+            Panels(ctx.scratch("packcols", t.acc, (t.nc, *ext), per_thread=True), t.nr, t.k_stride)
+            if t.pack_cols
+            else None
         )
         self.row_panels = (
-            ctx.scratch("packrows", self.t.acc, (self.t.mc, *ext), per_thread=True)
-            if self.t.pack_rows != "none"
-            else ""
+            Panels(
+                ctx.scratch("packrows", t.acc, (t.mc, *ext), per_thread=True),
+                t.mr,
+                t.k_stride,
+                k_fastest=t.pack_rows == "rows",
+            )
+            if t.pack_rows != "none"
+            else None
         )
         self.spill = ctx.scratch("tile", self.t.acc, (self.t.mr * self.t.nr,), per_thread=True)
         self.partial = (
@@ -179,17 +139,9 @@ class Template:
             self._tile(index, row0, col0, count, var(p), var(q), k0, var(depth), first, last),
         )
         packs = []
-        if self.t.pack_cols:
-            pack = self._pack(
-                self.col_panels,
-                self.t.col_side,
-                self.t.col,
-                self.t.nr,
-                col0,
-                count[1],
-                index,
-                k0,
-                var(depth),
+        if self.col_panels is not None:
+            pack = self.packer.pack(
+                self.col_panels, t.col_side, t.col, col0, count[1], index, k0, var(depth)
             )
             if self.t.reuse_cols:
                 packed = ctx.scratch("packed", INDEX, (1,), per_thread=True, zeroed=True)
@@ -197,19 +149,10 @@ class Template:
                 fresh = Binary("!=", Load(packed, at, INDEX), block, "bool")
                 pack = If(fresh, seq(pack, Store(packed, at, block)))
             packs.append(pack)
-        if self.t.pack_rows != "none":
+        if self.row_panels is not None:
             packs.append(
-                self._pack(
-                    self.row_panels,
-                    self.t.row_side,
-                    self.t.row,
-                    self.t.mr,
-                    row0,
-                    count[0],
-                    index,
-                    k0,
-                    var(depth),
-                    k_fastest=self.t.pack_rows == "rows",
+                self.packer.pack(
+                    self.row_panels, t.row_side, t.row, row0, count[0], index, k0, var(depth)
                 )
             )
         k_block = seq(
@@ -232,204 +175,6 @@ class Template:
         return tuple(r.extent for r in self.stage.anchor.reduce_axes)
 
     # ------------------------------------------------------------------ packing
-
-    def _pack(
-        self,
-        buf: str,
-        side: Expr,
-        group: Group,
-        tile: int,
-        start: Expr,
-        count: Expr,
-        index: dict[str, Expr],
-        k0: Expr,
-        depth: Expr,
-        k_fastest: bool = False,
-    ) -> Stmt:
-        """Evaluate `side` over `count` lanes of `group` from `start` and `depth` k values
-        from `k0` into zero-padded panels, lanes interleaved,
-        buf[(panel * k_stride + k) * tile + lane], or with `k_fastest` one run of k per lane,
-        buf[(panel * tile + lane) * k_stride + k] (a plain copy of row-major rows)."""
-        ctx = self.ctx
-        panel, kk, lane, width = ctx.fresh("pp"), ctx.fresh("pk"), ctx.fresh("pl"), ctx.fresh("pw")
-        first_lane = add(start, mul(var(panel), const(tile)))
-
-        def at(k: Expr, lane_at: Expr | None = None) -> Expr:
-            lane_at = var(lane) if lane_at is None else lane_at
-            if k_fastest:
-                return add(mul(add(mul(var(panel), const(tile)), lane_at), self.t.k_stride), k)
-            return add(mul(add(mul(var(panel), self.t.k_stride), k), const(tile)), lane_at)
-
-        def lanes_at(at_lane: Expr) -> dict[str, Expr]:
-            return group.index(add(first_lane, at_lane))
-
-        def ks_at(k: Expr) -> dict[str, Expr]:
-            return self.t.k.index(add(k0, k))
-
-        def point(lanes: dict[str, Expr], ks: dict[str, Expr]) -> Expr:
-            return substitute(side, {**index, **lanes, **ks})
-
-        def value(k: Expr) -> Expr:
-            return point(lanes_at(var(lane)), ks_at(k))
-
-        def over_lanes(k: Expr) -> Stmt:
-            """The panel's lanes at one k."""
-            if not _walked(group):
-                return nest([self._vector_loop(lane, var(width))], Store(buf, (at(k),), value(k)))
-            return self._walk(
-                group,
-                first_lane,
-                var(width),
-                lambda lanes: point(lanes, ks_at(k)),
-                lambda at_lane, packed: Store(buf, (at(k, at_lane),), packed),
-            )
-
-        def over_k() -> Stmt:
-            """One lane's k values (a plain k walks here only as `k_fastest`'s vector copy;
-            otherwise `_k_blocked` packs it)."""
-            if not _walked(self.t.k):
-                loop = self._vector_loop(kk, depth)
-                return nest([loop], Store(buf, (at(var(kk)),), value(var(kk))))
-            return self._walk(
-                self.t.k,
-                k0,
-                depth,
-                lambda ks: point(lanes_at(var(lane)), ks),
-                lambda k, packed: Store(buf, (at(k),), packed),
-            )
-
-        offset = at(var(kk))
-        if k_inner(side, self.t.k.axes, group.axes) and _transforms(side) and not k_fastest:
-            fill = self._runs(buf, lane, var(width), depth, value, at)
-        elif k_inner(side, self.t.k.axes, group.axes) and not (k_fastest or _walked(self.t.k)):
-            fill = self._k_blocked(
-                lane, var(width), kk, depth, lambda k: Store(buf, (at(k),), value(k))
-            )
-        elif k_fastest or k_inner(side, self.t.k.axes, group.axes):
-            fill = For(lane, var(width), over_k())
-        else:
-            fill = For(kk, depth, over_lanes(var(kk)))
-        zero = Store(buf, (offset,), Const(0, self.t.acc))
-        pad = For(kk, depth, For(lane, sub(const(tile), var(width)), zero, start=var(width)))
-        lanes_left = minimum(const(tile), sub(count, mul(var(panel), const(tile))))
-        vectors = self._vectors(side, group, tile, first_lane, index, add(k0, var(kk)))
-        if vectors is None or k_fastest:
-            fill = seq(fill, If(Binary("<", var(width), const(tile), "bool"), pad))
-        else:  # whole panels by vector copies, the partial one lane by lane
-            row = add(mul(var(panel), self.t.k_stride), var(kk))
-            whole = seq(
-                Store(buf, (add(mul(row, const(tile)), const(n * self.t.lanes)),), value)
-                for n, value in enumerate(vectors)
-            )
-            fill = If(_eq(var(width), const(tile)), For(kk, depth, whole), seq(fill, pad))
-        return For(panel, ceildiv(count, tile), seq(Decl(width, INDEX, init=lanes_left), fill))
-
-    def _k_blocked(
-        self, lane: str, width: Expr, kk: str, depth: Expr, store: Callable[[Expr], Stmt]
-    ) -> Stmt:
-        """`store` at every lane and k, the k values in blocks of `PACK_K_BLOCK`, the lanes
-        within a block (see `PACK_K_BLOCK`)."""
-        block = self.ctx.fresh("pkb")
-        first = mul(var(block), const(PACK_K_BLOCK))
-        run = For(kk, minimum(const(PACK_K_BLOCK), sub(depth, first)), store(var(kk)), start=first)
-        return For(block, ceildiv(depth, PACK_K_BLOCK), For(lane, width, run))
-
-    def _walk(
-        self,
-        group: Group,
-        first: Expr,
-        count: Expr,
-        value: Callable[[dict[str, Expr]], Expr],
-        store: Callable[[Expr, Expr], Stmt],
-    ) -> Stmt:
-        """Flat indices `first` .. `first + count` of a group of axes walked row by row of its
-        last axis: the other axes' indices are divided out once per row, and the last axis
-        runs as a loop of its own, split where a padding guard holds (`guards`), so a value
-        costs no division and no test and its reads are contiguous (a convolution's im2col
-        panel: divisions by the image width and bound tests were most of its packing).
-        `value(index)` is the value at an index of the group's axes, `store(n, value)`
-        stores the n-th."""
-        row, x = self.ctx.fresh("prow"), self.ctx.fresh("px")
-        extent = group.extents[-1]
-        base = mul(var(row), extent)
-        rows_from = Binary("//", first, extent, INDEX)
-        rows_to = Binary("//", add(add(first, count), sub(extent, const(1))), extent, INDEX)
-        x_from = Call("max", (const(0), sub(first, base)), INDEX)
-        x_to = minimum(extent, sub(add(first, count), base))
-        outer = Group(group.axes[:-1], group.extents[:-1])
-        at = {**outer.index(var(row)), group.axes[-1]: var(x)}
-        n = sub(add(base, var(x)), first)
-        columns = split_loop(x, x_from, x_to, value(at), partial(store, n), *self._vector_kind())
-        return For(row, sub(rows_to, rows_from), columns, start=rows_from)
-
-    def _runs(
-        self,
-        buf: str,
-        lane: str,
-        width: Expr,
-        depth: Expr,
-        value: Callable[[Expr], Expr],
-        at: Callable[[Expr], Expr],
-    ) -> Stmt:
-        """A side that computes its values from k-contiguous reads (an int4 weight: eight
-        nibbles of one word along k) packed in runs of PACK_RUN k values per lane, each run
-        one vector computation (`vectorize.vector_of`: the word and the scale read once, the
-        shifts a vector constant) stored lane by lane into the panel; where the run does not
-        vectorize, value by value. k values past the last whole run one by one."""
-        kr, kk, run = self.ctx.fresh("pr"), self.ctx.fresh("pt"), self.ctx.fresh("pv")
-        ks = [add(mul(var(kr), const(PACK_RUN)), const(j)) for j in range(PACK_RUN)]
-        # Every name in a packed value is a loop variable, a symbol or a size: non-negative.
-        values = [
-            simplified(v, {e.name for e in walk(v) if isinstance(e, Var)}) for v in map(value, ks)
-        ]
-        vectorized = vector_of(values)
-        if vectorized is None:
-            body = seq(Store(buf, (at(k),), v) for k, v in zip(ks, values, strict=True))
-        else:
-            lanes = Var(run, vectorized.dtype)
-            stores = [
-                Store(buf, (at(k),), Call("lane", (lanes, const(j)), self.t.acc))
-                for j, k in enumerate(ks)
-            ]
-            body = seq(Decl(run, vectorized.dtype, init=vectorized), *stores)
-        runs = Binary("//", depth, const(PACK_RUN), INDEX)
-        whole = nest([Loop(kr, runs), Loop(lane, width)], body)
-        k_extent = const_value(self.t.k.extent)
-        if k_extent is not None and k_extent % PACK_RUN == 0 and self.t.kc % PACK_RUN == 0:
-            return whole  # every k block holds whole runs
-        done = mul(runs, const(PACK_RUN))
-        one = For(lane, width, Store(buf, (at(var(kk)),), value(var(kk))))
-        tail = For(kk, sub(depth, done), one, start=done)
-        return seq(whole, tail)
-
-    def _vectors(
-        self,
-        side: Expr,
-        group: Group,
-        tile: int,
-        first: Expr,
-        index: dict[str, Expr],
-        k: Expr,
-    ) -> list[Expr] | None:
-        """`side` over the `tile` lanes of `group` from `first` at reduce index `k` as vector
-        values, or None when that cannot be done with contiguous vector reads."""
-        if len(group.axes) != 1 or tile % self.t.lanes or self.t.lanes == 1:
-            return None
-        (axis,) = group.axes
-        vectorized = vectorize(side, axis, self.t.lanes)
-        if vectorized is None:
-            return None
-        point = {**index, **self.t.k.index(k)}
-        return [
-            substitute(vectorized, {**point, axis: add(first, const(n * self.t.lanes))})
-            for n in range(tile // self.t.lanes)
-        ]
-
-    def _vector_loop(self, name: str, extent: Expr) -> Loop:
-        return vector_loop(name, extent, self.t.lanes)
-
-    def _vector_kind(self) -> tuple[str, int]:
-        return vector_kind(self.t.lanes)
 
     # ------------------------------------------------------------------ the register tile
 
@@ -471,26 +216,22 @@ class Template:
             init = [If(first, zeros, resume)]
         b_names = [ctx.fresh(f"b{v}") for v in range(nv)]
         body: list[Stmt] = []
-        direct = None
-        if not self.t.pack_cols:
+        cols = self.col_panels
+        if cols is None:
             k = add(k0, var(kk))
-            direct = self._vectors(self.t.col_side, self.t.col, self.t.nr, col_base, index, k)
+            direct = self.packer.vectors(self.t.col_side, self.t.col, self.t.nr, col_base, index, k)
             assert direct is not None, "check() allows pack_cols=False only where this works"
-        for v, name in enumerate(b_names):
-            offset = add(
-                mul(add(mul(q, self.t.k_stride), var(kk)), const(self.t.nr)), const(v * lanes)
-            )
-            value = _at(self.col_panels, offset, vdt) if direct is None else direct[v]
-            body.append(Decl(name, vdt, init=value))
-        if self.t.prefetch and self.t.pack_cols:
-            ahead = add(
-                mul(add(mul(q, self.t.k_stride), var(kk)), const(self.t.nr)),
-                const(self.t.prefetch * self.t.nr),
-            )
+            values = direct
+        else:
+            values = [
+                _at(cols.buffer, cols.at(q, var(kk), const(v * lanes)), vdt) for v in range(nv)
+            ]
+        body += [Decl(name, vdt, init=value) for name, value in zip(b_names, values, strict=True)]
+        if self.t.prefetch and cols is not None:
+            ahead = cols.at(q, var(kk), const(self.t.prefetch * self.t.nr))
             line = 64 // dtypes.itemsize(self.t.acc)
             body += [
-                Prefetch(self.col_panels, (add(ahead, const(n)),))
-                for n in range(0, self.t.nr, line)
+                Prefetch(cols.buffer, (add(ahead, const(n)),)) for n in range(0, self.t.nr, line)
             ]
         for r in range(mr):
             a = ctx.fresh(f"a{r}")
@@ -534,12 +275,8 @@ class Template:
         """The broadcast side at tile row `r`, k offset `kk`: from its packed panel, or
         evaluated in place at a row clamped into range (rows past the edge are computed but
         never stored)."""
-        if self.t.pack_rows == "interleaved":
-            offset = add(mul(add(mul(p, self.t.k_stride), kk), const(self.t.mr)), const(r))
-            return _at(self.row_panels, offset, self.t.acc)
-        if self.t.pack_rows == "rows":
-            offset = add(mul(add(mul(p, const(self.t.mr)), const(r)), self.t.k_stride), kk)
-            return _at(self.row_panels, offset, self.t.acc)
+        if self.row_panels is not None:
+            return _at(self.row_panels.buffer, self.row_panels.at(p, kk, const(r)), self.t.acc)
         last_row = sub(self.t.row.extent, const(1))
         row = Call("min", (add(row_base, const(r)), last_row), INDEX)
         point = {**index, **self.t.row.index(row), **self.t.k.index(add(k0, kk))}
@@ -589,4 +326,4 @@ class Template:
         stage = self.stage
         indices = tuple(point[a] for a in self.relaid.out_axes)
         store = Store(self.relaid.out_buffer, indices, stage.finish(value, point))
-        return nest([Loop(r, rows_left), self._vector_loop(lane, cols_left)], store)
+        return nest([Loop(r, rows_left), vector_loop(lane, cols_left, self.t.lanes)], store)
