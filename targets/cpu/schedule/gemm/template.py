@@ -6,7 +6,7 @@ module doc there describes the loop structure.
 from __future__ import annotations
 
 from tunehub.compiler import dtypes
-from tunehub.compiler.analysis import Stage, replace_loads
+from tunehub.compiler.analysis import Stage
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import (
     Binary,
@@ -38,11 +38,11 @@ from tunehub.compiler.loop import (
 )
 from tunehub.compiler.schedule.plan import Plan
 from tunehub.compiler.schedule.stage import Context, Loop, nest
-from tunehub.compiler.schedule.vectorize import vectorize
 from tunehub.compiler.space.space import Config
 from tunehub.targets.cpu.schedule.gemm.packing import Packer, Panels
 from tunehub.targets.cpu.schedule.gemm.relayout import as_written, relaid
-from tunehub.targets.cpu.schedule.gemm.tiling import lanes_of, tiling, vector_loop
+from tunehub.targets.cpu.schedule.gemm.stores import TileStores
+from tunehub.targets.cpu.schedule.gemm.tiling import lanes_of, tiling
 
 
 def _eq(a: Expr, b: Expr) -> Expr:
@@ -52,9 +52,6 @@ def _eq(a: Expr, b: Expr) -> Expr:
 def _at(buf: str, offset: Expr, dtype: str) -> Expr:
     """A read of `buf` at a flat element offset (a vector of them for a vector dtype)."""
     return Load(buf, (offset,), dtype)
-
-
-WALKED_ROW = 8  # the shortest last axis a packing walks by rows
 
 
 class Template:
@@ -73,6 +70,16 @@ class Template:
         self.t = tiling(stage, found, self.relaid.found, config, lanes, rows)
         self.stage, self.ctx, self.found = stage, ctx, found
         self.packer = Packer(ctx, self.t.k, self.t.kc, self.t.acc, self.t.lanes)
+        self.stores = TileStores(
+            ctx,
+            stage,
+            self.relaid.out_buffer,
+            self.relaid.out_axes,
+            self.t.row,
+            self.t.col,
+            self.t.acc,
+            self.t.lanes,
+        )
 
     # ------------------------------------------------------------------ loops
 
@@ -249,8 +256,11 @@ class Template:
         ]
         rows_left = minimum(const(mr), sub(count[0], mul(p, const(mr))))
         cols_left = minimum(const(self.t.nr), sub(count[1], mul(q, const(self.t.nr))))
-        finish = seq(*spill, self._epilogue(index, row_base, col_base, rows_left, cols_left))
-        vector_store = self._direct_store(index, row_base, col_base, accs)
+        clipped = self.stores.spilled(
+            self.spill, self.t.nr, index, row_base, col_base, rows_left, cols_left
+        )
+        finish = seq(*spill, clipped)
+        vector_store = self.stores.direct(index, row_base, col_base, accs)
         if vector_store is not None:
             whole = Binary(
                 "and", _eq(rows_left, const(mr)), _eq(cols_left, const(self.t.nr)), "bool"
@@ -281,49 +291,3 @@ class Template:
         row = Call("min", (add(row_base, const(r)), last_row), INDEX)
         point = {**index, **self.t.row.index(row), **self.t.k.index(add(k0, kk))}
         return substitute(self.t.row_side, point)
-
-    def _direct_store(
-        self, index: dict[str, Expr], row_base: Expr, col_base: Expr, accs: list[list[str]]
-    ) -> Stmt | None:
-        """The epilogue of a whole tile straight from the accumulators, one vector store per
-        accumulator, when the columns are the output's contiguous last axis and the
-        epilogue vectorizes along them; None otherwise (the spill path does it all)."""
-        stage, lanes, vdt = self.stage, self.t.lanes, self.t.vdt
-        if lanes == 1 or self.t.col.axes != self.relaid.out_axes[-1:]:
-            return None
-        (axis,) = self.t.col.axes
-        marker = self.ctx.fresh("acc")  # stands for the accumulator lanes in the epilogue
-        stores: list[Stmt] = []
-        for r, row in enumerate(accs):
-            point = {**index, **self.t.row.index(add(row_base, const(r))), axis: var(axis)}
-            value = stage.finish(Load(marker, (var(axis),), self.t.acc), point)
-            vectorized = vectorize(value, axis, lanes)
-            if vectorized is None:
-                return None
-            for v, name in enumerate(row):
-                at = {axis: add(col_base, const(v * lanes))}
-                result = substitute(replace_loads(vectorized, marker, Var(name, vdt)), at)
-                indices = tuple(substitute(point[a], at) for a in self.relaid.out_axes)
-                stores.append(Store(self.relaid.out_buffer, indices, result))
-        return seq(stores)
-
-    def _epilogue(
-        self,
-        index: dict[str, Expr],
-        row_base: Expr,
-        col_base: Expr,
-        rows_left: Expr,
-        cols_left: Expr,
-    ) -> Stmt:
-        """Store the spilled tile through the stage's epilogue, clipped to the output."""
-        r, lane = self.ctx.fresh("er"), self.ctx.fresh("el")
-        point = {
-            **index,
-            **self.t.row.index(add(row_base, var(r))),
-            **self.t.col.index(add(col_base, var(lane))),
-        }
-        value = _at(self.spill, add(mul(var(r), const(self.t.nr)), var(lane)), self.t.acc)
-        stage = self.stage
-        indices = tuple(point[a] for a in self.relaid.out_axes)
-        store = Store(self.relaid.out_buffer, indices, stage.finish(value, point))
-        return nest([Loop(r, rows_left), vector_loop(lane, cols_left, self.t.lanes)], store)
