@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from tunehub.compiler.analysis import Stage
 from tunehub.compiler.ir import Expr, loads
-from tunehub.compiler.loop import as_expr, const, const_value, vector
+from tunehub.compiler.loop import as_expr, const, const_value
 from tunehub.compiler.schedule.plan import Group, Plan
 from tunehub.compiler.schedule.stage import Loop
 from tunehub.compiler.schedule.vectorize import depends, vectorize
@@ -119,10 +119,6 @@ class Tiling:
     @property
     def nc(self) -> int:
         return self.nb * self.nr
-
-    @property
-    def vdt(self) -> str:
-        return vector(self.acc, self.lanes)
 
     @property
     def k_stride(self) -> Expr:
