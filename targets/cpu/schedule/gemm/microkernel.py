@@ -133,10 +133,10 @@ class RegisterTile:
                 value = rows(r, var(kk))
             body.append(Decl(a, vdt, init=Cast(vdt, value)))
             for v in range(nv):
-                sum_ = accumulate(
+                total = accumulate(
                     Var(accs[r][v], vdt), Var(a, vdt), Var(b_names[v], vdt), self.term
                 )
-                body.append(Assign(accs[r][v], sum_))
+                body.append(Assign(accs[r][v], total))
         kind = "unroll" if self.unroll > 1 else "serial"
         return For(kk, depth, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
 
