@@ -67,14 +67,10 @@ from tunehub.compiler.schedule.stage import (
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.isa import vector_registers
-from tunehub.targets.cpu.schedule.gemm import (
-    Template,
-    k_inner,
-    k_orders,
-    lanes_of,
-    relayouts,
-    unpacked_columns,
-)
+from tunehub.targets.cpu.schedule.gemm.packing import k_inner
+from tunehub.targets.cpu.schedule.gemm.relayout import relayouts
+from tunehub.targets.cpu.schedule.gemm.template import Template
+from tunehub.targets.cpu.schedule.gemm.tiling import k_orders, lanes_of, unpacked_columns
 from tunehub.targets.cpu.schedule.reduction import Reduction
 
 ROW_TILES = (0, 1, 2, 4, 6, 8, 12, 14, 16, 24, 28)  # mr; 0 = the plain nest
