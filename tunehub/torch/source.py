@@ -51,7 +51,8 @@ class KernelSource:
         return found
 
     def _server(self, key: str) -> tuple[DispatchTable, list[KernelFiles]]:
-        from tunehub.client.sdk import Client, ClientError, NotFoundError, kernel_metadata
+        from tunehub.client.errors import ClientError, NotFoundError
+        from tunehub.client.sdk import Client, kernel_metadata
 
         try:
             with Client(self.source) as hub:
