@@ -32,9 +32,9 @@ class CudaCompiler(CompilerBackend):
     def __init__(self) -> None:
         self.fallback = Fallback()
         self.schedules = {
-            INJECTIVE: Injective(),
-            REDUCTION: Reduction(),
-            CONTRACTION: CudaContraction(),
+            INJECTIVE: [Injective()],
+            REDUCTION: [Reduction()],
+            CONTRACTION: [CudaContraction()],
         }
 
     group_knobs: Mapping[str, tuple[Knob, ...]] = {"cache": (False, True)}
