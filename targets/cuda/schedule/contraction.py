@@ -60,12 +60,6 @@ from tunehub.compiler.schedule.stage import Context, Schedule, first_values
 from tunehub.compiler.simplify import simplified
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
-from tunehub.targets.cuda.limits import block_error, limits_for
-from tunehub.targets.cuda.schedule.blocks import WARP
-from tunehub.targets.cuda.schedule.fallback import naive_kernel
-from tunehub.targets.cuda.schedule.gemv import Gemv
-from tunehub.targets.cuda.schedule.operands import Operands, operands
-from tunehub.targets.cuda.schedule.reduction import Reduction
 from tunehub.targets.cuda.schedule.staging import evaluated, staged
 from tunehub.targets.cuda.schedule.tiles import SIDES, Shape, Tiled, async_tiles, vectorized
 from tunehub.targets.cuda.schedule.tma import tensor_output, tensor_sides
@@ -76,6 +70,11 @@ from tunehub.targets.cuda.schedule.wmma import (
     async_copies,
     tensor_cores,
 )
+from tunehub.targets.gpu.limits import WARP, block_error, limits_for
+from tunehub.targets.gpu.schedule.fallback import naive_kernel
+from tunehub.targets.gpu.schedule.gemv import Gemv
+from tunehub.targets.gpu.schedule.operands import Operands, operands
+from tunehub.targets.gpu.schedule.reduction import Reduction
 
 TILED: dict[str, tuple[Knob, ...]] = {
     "bm": (64, 16, 32, 128),

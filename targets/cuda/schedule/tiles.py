@@ -59,7 +59,7 @@ from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import ASYNC_COPY, capability
 from tunehub.targets.cuda.loop import ASYNC_SIZES, AsyncCopy
-from tunehub.targets.cuda.schedule.blocks import (
+from tunehub.targets.gpu.schedule.blocks import (
     FALLBACK_THREADS,
     bind,
     covers,
@@ -68,8 +68,8 @@ from tunehub.targets.cuda.schedule.blocks import (
     less,
     mod,
 )
-from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.vectors import VEC, aligned, scalarized
+from tunehub.targets.gpu.schedule.operands import Operands
+from tunehub.targets.gpu.schedule.vectors import VEC, aligned, scalarized
 
 
 @dataclass(frozen=True)

@@ -103,8 +103,6 @@ from tunehub.targets.cuda.loop import (
     TensorCopy,
     Wgmma,
 )
-from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, equal, guard, less, mod
-from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.staging import (
     SIDES,
     StagedTiles,
@@ -114,6 +112,9 @@ from tunehub.targets.cuda.schedule.staging import (
     staged,
 )
 from tunehub.targets.cuda.schedule.tma import tensor_output, tensor_sides
+from tunehub.targets.gpu.limits import WARP
+from tunehub.targets.gpu.schedule.blocks import covers, div, equal, guard, less, mod
+from tunehub.targets.gpu.schedule.operands import Operands
 
 WARPGROUP = 4 * WARP  # threads
 SLAB = 64  # rows of A per wgmma

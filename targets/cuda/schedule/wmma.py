@@ -36,9 +36,10 @@ from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import ASYNC_COPY, capability
 from tunehub.targets.cuda.loop import Wmma
-from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, guard, less, mod
-from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, raw
+from tunehub.targets.gpu.limits import WARP
+from tunehub.targets.gpu.schedule.blocks import covers, div, guard, less, mod
+from tunehub.targets.gpu.schedule.operands import Operands
 
 FRAG = 16  # the WMMA fragment's M, N and K
 BK = 32  # k per shared-memory slice

@@ -43,8 +43,8 @@ from tunehub.compiler.loop import (
 from tunehub.compiler.schedule.stage import Context, nest
 from tunehub.compiler.simplify import simplified
 from tunehub.compiler.space.space import Config
-from tunehub.targets.cuda.schedule.blocks import (
-    WARP,
+from tunehub.targets.gpu.limits import WARP
+from tunehub.targets.gpu.schedule.blocks import (
     bind,
     covers,
     equal,
@@ -53,8 +53,8 @@ from tunehub.targets.cuda.schedule.blocks import (
     less,
     warp_reduce,
 )
-from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.vectors import chunked, eager_loads
+from tunehub.targets.gpu.schedule.operands import Operands
+from tunehub.targets.gpu.schedule.vectors import chunked, eager_loads
 
 
 @dataclass(frozen=True)
