@@ -17,10 +17,14 @@ from tunehub.targets.cuda import features
 from tunehub.targets.cuda.launches import launches, metadata
 from tunehub.targets.cuda.limits import arch_limits
 from tunehub.targets.cuda.render import CUDARenderer
-from tunehub.targets.cuda.schedule.contraction import CudaContraction
+from tunehub.targets.cuda.schedule.async_tiles import CudaTiledContraction
+from tunehub.targets.cuda.schedule.wgmma_template import WgmmaContraction
+from tunehub.targets.cuda.schedule.wmma import WmmaContraction
 from tunehub.targets.gpu.backend import GpuCompiler
 from tunehub.targets.gpu.limits import DeviceLimits
+from tunehub.targets.gpu.schedule.contraction import PlainContraction
 from tunehub.targets.gpu.schedule.fallback import Fallback
+from tunehub.targets.gpu.schedule.gemv import GemvContraction
 from tunehub.targets.gpu.schedule.injective import Injective
 from tunehub.targets.gpu.schedule.reduction import Reduction
 
@@ -34,7 +38,13 @@ class CudaCompiler(GpuCompiler):
         self.schedules = {
             INJECTIVE: [Injective()],
             REDUCTION: [Reduction()],
-            CONTRACTION: [CudaContraction()],
+            CONTRACTION: [
+                PlainContraction(),
+                CudaTiledContraction(),
+                GemvContraction(),
+                WmmaContraction(),
+                WgmmaContraction(),
+            ],
         }
 
     def limits(self, target: Target) -> DeviceLimits:

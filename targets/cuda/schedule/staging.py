@@ -50,9 +50,9 @@ from tunehub.compiler.loop import (
 )
 from tunehub.compiler.schedule.stage import Context, Loop
 from tunehub.targets.cuda.loop import AsyncCopy
-from tunehub.targets.cuda.schedule.tiles import walked
 from tunehub.targets.gpu.schedule.blocks import bind, covers, guard, index_form, less, mod
 from tunehub.targets.gpu.schedule.operands import Operands
+from tunehub.targets.gpu.schedule.tiles import walked
 from tunehub.targets.gpu.schedule.vectors import aligned_run
 
 SIDES = ("row", "col")
