@@ -8,13 +8,14 @@ Each kind's `compiler` facet (`tunehub.targets.<kind>.compiler.BACKEND`, found t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from tunehub.compiler.analysis import Analysis, RowGroup, Stage
+from tunehub.compiler.analysis import CONTRACTION, REDUCTION, Analysis, RowGroup, Stage
 from tunehub.compiler.ir import Expr
 from tunehub.compiler.kernel import Kernel, KernelArg
 from tunehub.compiler.loop import Function, Stmt
+from tunehub.compiler.schedule.union import Union
 from tunehub.schemas.target import Target, kind_of
 
 if TYPE_CHECKING:
@@ -26,19 +27,32 @@ if TYPE_CHECKING:
 # Lowers the member stages of a fused row group at a row's index expressions.
 RowBodies = Callable[[tuple[Expr, ...]], list[Stmt]]
 
+# The class whose templates compute a stage of another where none of its own applies: a
+# contraction the plan cannot regroup exactly is the reduction it also is.
+WIDER = {CONTRACTION: REDUCTION}
+
 
 class CompilerBackend(ABC):
-    """One target kind, as the compiler sees it: `schedules` per stage class (`analysis.KINDS`),
-    and the `fallback` that computes any stage (every schedule's naive config lowers to it)."""
+    """One target kind, as the compiler sees it: `schedules`, the templates of each stage
+    class (`analysis.KINDS`) in the order the union offers them (a new kernel is one template
+    module and its entry here), and the `fallback` that computes any stage (every schedule's
+    naive config lowers to it)."""
 
     language: str  # the kernels' language: `Kernel.language`, and the artifact's
     renderer: type[CStyleRenderer]
-    schedules: Mapping[str, Schedule]
+    schedules: Mapping[str, Sequence[Schedule]]
     fallback: Schedule
 
-    def schedule(self, stage: Stage) -> Schedule:
-        """The schedule of `stage`'s class on this kind (the fallback where none fits)."""
-        return self.schedules.get(stage.kind, self.fallback)
+    def schedule(self, stage: Stage) -> Union:
+        """The schedule of `stage` on this kind: the union of its class's templates that
+        apply (`schedule.union`); where none does, those of the class it also belongs to
+        (`WIDER`), else the fallback."""
+        return self._union(stage.kind)
+
+    def _union(self, kind: str) -> Union:
+        wider = WIDER.get(kind)
+        otherwise = self.fallback if wider is None else self._union(wider)
+        return Union(self.schedules.get(kind, ()), otherwise)
 
     # Whether the analysis splits each variance into two sums that need no mean
     # (`analysis.analyze`'s `one_pass`): where a fused row runs sibling sums in one loop.
@@ -100,7 +114,7 @@ def compiler_backend(target: Target | str) -> CompilerBackend:
     return backend
 
 
-def schedule_for(stage: Stage, target: Target) -> Schedule:
+def schedule_for(stage: Stage, target: Target) -> Union:
     """The schedule of `stage` on `target`."""
     return compiler_backend(target).schedule(stage)
 

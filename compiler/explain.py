@@ -85,7 +85,7 @@ def _stage_line(program: Program, analysis: Analysis, stage: Stage, target: Targ
         keeps=stage.keeps,
         epilogue=tuple(c.name for c in stage.epilogue),
         stored_in=stage.buffer if stage.output else "workspace",
-        schedule=type(schedule).__name__,
+        schedule=schedule.title(stage, target),
         why=schedule.why(stage, target),
     )
 
@@ -112,7 +112,7 @@ def _meaning(analysis: Analysis, target: Target, name: str) -> str:
     if prefix.startswith("g"):
         return FUSE_DOC if knob == "fuse" else compiler_backend(target).group_knob_docs[knob]
     stage = analysis.stages[int(prefix[1:])]
-    return schedule_for(stage, target).knob_docs.get(knob, "")
+    return schedule_for(stage, target).knob_doc(stage, target, knob)
 
 
 def render_text(explanation: Explanation) -> list[str]:

@@ -23,7 +23,7 @@ one model. Three groups:
   one SM holds), shared memory per block (static and dynamic), `cp.async` pipeline stages,
   tensor-core (WMMA) use, a register estimate per thread (every per-thread local value and
   WMMA fragment, plus a fixed overhead) and the occupancy it allows (resident warps per SM over
-  the arch's maximum, `targets.cuda.limits.residency`); and the **ptxas** columns, over
+  the arch's maximum, `targets.gpu.limits.residency`); and the **ptxas** columns, over
   every kernel: registers, spill bytes (stores and loads), stack frame and static shared
   memory. `extract` fills those with the estimates (0 spills, 0 stack), so the search can
   score configs it has not built; `with_build_stats` replaces them with what ptxas reported,

@@ -139,7 +139,7 @@ def _unwrap(body: Expr, acc: str) -> tuple[Expr, list[str]]:
 
 def _exact_product(expr: Expr, acc: str) -> bool:
     """Whether the product spine of a reduce body (the casts and `*` nodes above its factors,
-    `analysis.factors`) computes in `acc` without rounding, so that any grouping of its
+    `products.factors`) computes in `acc` without rounding, so that any grouping of its
     factors is the same sum. A factor's own rounding stays inside its side."""
     if isinstance(expr, Cast) and keeps_values(expr):
         return dtypes.compute_dtype(expr.dtype) == acc and _exact_product(expr.x, acc)

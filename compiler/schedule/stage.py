@@ -4,21 +4,29 @@ A `Schedule` turns one analysis `Stage` (see `compiler.analysis`) and its knob v
 loop IR (`compiler.loop`). The program's space is the product of its stages' knobs, each
 prefixed with the stage (`s0.parallel`); `compiler.lower` lowers stage after stage.
 
-To write a schedule (e.g. `contraction.py`), subclass `Schedule` and implement:
+A target kind lists, per stage class, its *templates*: one `Schedule` per kernel
+(`CompilerBackend.schedules`). A stage's schedule is the union of those that apply to it
+(`compiler.schedule.union`, itself a `Schedule`), which adds a `mode` knob where several do.
+To write a template (e.g. `contraction.py`), subclass `Schedule` and implement:
 
 * `knobs(stage, target)`: every knob's candidate values (the first value need not be the
   naive one);
 * `naive(stage, target)`: the config that lowers to the loop nest as written, i.e. exactly
   `plain_nest` (serial, scalar, untiled: the baseline tuned kernels are compared with);
-* `default(stage, target)`: a good config without search;
+* `default(stage, target)`: a good config without search (None: the template is not the
+  kernel a stage gets without search, the union asks the next);
 * `check(stage, target, config)`: why a config (already known to hold only listed values)
   is invalid, or None. Anything that would fail to lower or compile must be caught here;
 * `canonical(stage, target, config)` (optional): the config with the knobs it leaves unused
-  at their first values, where some knobs make others irrelevant (a mode knob), so that
-  sampling and mutation reach every mode and one kernel has one config;
+  at their first values, where some knobs make others irrelevant, so that sampling and
+  mutation reach every form and one kernel has one config;
 * `lower(stage, config, ctx, rows)`: the statements computing the stage. `rows` are index
   expressions for the stage's leading axes when an enclosing loop (a fused row group) already
   iterates over them: loop over the remaining axes only, and open no parallel loop then.
+
+and, where it does not fit every stage of its class or shares the class with others,
+`why_not`, `offered`, `priority`, `exclusive`, `resets_others` (see each). A template sees
+only its own knobs; templates of one class name their knobs apart.
 
 Scratch buffers (packing, per-thread tiles) come from `ctx.scratch`, names of loop variables
 and locals from `ctx.fresh`. Values follow `compiler.dtypes`: accumulate in
@@ -31,7 +39,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import Analysis, Stage
@@ -57,8 +65,10 @@ from tunehub.compiler.loop import (
     sub,
     var,
 )
-from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
+
+if TYPE_CHECKING:  # the space package loads the backends, which load the schedules
+    from tunehub.compiler.space.space import Config, Knob
 
 
 @dataclass
@@ -91,16 +101,44 @@ class Context:
 class Schedule(ABC):
     """The knobs of one stage class and how a config of them lowers (see module doc).
 
-    `summary` says in one line what kernel the schedule writes, and `knob_docs` what each
-    of its knobs means (`tunehub explain` prints both, and docs/knobs.md lists them)."""
+    `kind` names the kernel in a word: its value of the union's `mode` knob where its class
+    lists several templates (`mode_doc`, if given, follows it in that knob's doc). `summary`
+    says in one line what kernel the schedule writes, and `knob_docs` what each of its knobs
+    means (`tunehub explain` prints both, and docs/knobs.md lists them)."""
 
     kind: str
     summary: ClassVar[str] = ""
     knob_docs: ClassVar[Mapping[str, str]] = {}
+    mode_doc: ClassVar[str] = ""
+    # Where several templates of a class apply, the union asks them for seeds and for the
+    # default highest first (list order among equals): the kernels to measure first.
+    priority: ClassVar[int] = 0
+    # Whether choosing this template resets the other templates' knobs to their first values
+    # (`canonical`). False for a template that is one config, the naive one (measured first
+    # anyway), which random draws would otherwise pick as often as any whole other kernel.
+    resets_others: ClassVar[bool] = True
 
     def why(self, stage: Stage, target: Target) -> str:
         """One line: why this stage gets this schedule's space."""
         return self.summary
+
+    def title(self, stage: Stage, target: Target) -> str:
+        """The schedule's name as `tunehub explain` prints it."""
+        return type(self).__name__
+
+    def knob_doc(self, stage: Stage, target: Target, knob: str) -> str:
+        """What knob `knob` of `stage`'s config means ("" where undocumented)."""
+        return self.knob_docs.get(knob, "")
+
+    def why_not(self, stage: Stage, target: Target) -> str | None:
+        """Why this template cannot compute `stage` on `target` (the union leaves it out),
+        or None where it can."""
+        return None
+
+    def offered(self, stage: Stage, target: Target) -> bool:
+        """Whether the union's `mode` offers this template for `stage`. One that applies but
+        is not offered keeps its knobs in the space, at their first values only."""
+        return True
 
     @abstractmethod
     def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]: ...
@@ -109,12 +147,17 @@ class Schedule(ABC):
     def naive(self, stage: Stage, target: Target) -> Config: ...
 
     @abstractmethod
-    def default(self, stage: Stage, target: Target) -> Config: ...
+    def default(self, stage: Stage, target: Target) -> Config | None: ...
 
     def seeds(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> list[Config]:
         """Configs worth measuring early (`Space.seeds`) for a tuning measured at `symbols`;
         invalid ones are dropped."""
         return []
+
+    def exclusive(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> bool:
+        """Whether this template's seeds are the only ones worth measuring at `symbols` (a
+        GEMV at a few rows: no tile kernel competes), so the union offers no other's."""
+        return False
 
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
         return None
@@ -122,10 +165,11 @@ class Schedule(ABC):
     def canonical(self, stage: Stage, target: Target, config: Config) -> Config:
         return config
 
-    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
+    def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config | None:
         """`config` for the stage computed inside a fused row group's loop over its first
         `rows` axes, with the knobs that leave that kernel unchanged (its own parallel
-        loops, say) at their first values, so that one kernel has one config."""
+        loops, say) at their first values, so that one kernel has one config. None where the
+        template has no kernel of its own there: the union's naive config then."""
         return config
 
     @abstractmethod

@@ -19,7 +19,7 @@ import random
 from collections.abc import Mapping
 
 from tunehub.compiler.analysis import Analysis, Stage, analyze
-from tunehub.compiler.backend import compiler_backend, schedule_for
+from tunehub.compiler.backend import compiler_backend
 from tunehub.compiler.ir import Program
 from tunehub.compiler.space.space import Config, Knob, Space
 from tunehub.schemas.target import Target
@@ -49,9 +49,11 @@ class ProgramSpace(Space):
         self.target = target
         backend = compiler_backend(target)
         self.analysis: Analysis = analyze(program, backend.one_pass, backend.keep_terms)
+        # One schedule per stage, kept: a union resolves its stage once (`schedule.union`).
+        self.schedules = {s.index: backend.schedule(s) for s in self.analysis.stages}
         self.knobs: dict[str, tuple[Knob, ...]] = {}
         for stage in self.analysis.stages:
-            knobs = schedule_for(stage, target).knobs(stage, target)
+            knobs = self.schedules[stage.index].knobs(stage, target)
             self.knobs.update({stage_prefix(stage) + k: v for k, v in knobs.items()})
         self.backend = backend
         for n in range(len(self.analysis.groups)):
@@ -73,7 +75,7 @@ class ProgramSpace(Space):
     def _merged(self, fuse: bool, pick: str) -> Config:
         config: Config = {}
         for stage in self.analysis.stages:
-            part = getattr(schedule_for(stage, self.target), pick)(stage, self.target)
+            part = getattr(self.schedules[stage.index], pick)(stage, self.target)
             config.update({stage_prefix(stage) + k: v for k, v in part.items()})
         for n, group in enumerate(self.analysis.groups):
             own = self.backend.group_default(self.analysis, group, self.target) if fuse else {}
@@ -94,7 +96,7 @@ class ProgramSpace(Space):
         """Seed `n` sets every stage to its schedule's seed `n` (the default where a stage
         has fewer): the valid and distinct ones."""
         per_stage = {
-            stage.index: schedule_for(stage, self.target).seeds(stage, self.target, symbols or {})
+            stage.index: self.schedules[stage.index].seeds(stage, self.target, symbols or {})
             for stage in self.analysis.stages
         }
         default = self.default()
@@ -126,7 +128,7 @@ class ProgramSpace(Space):
     def _sample_stage(self, stage: Stage, rng: random.Random) -> Config:
         prefix = stage_prefix(stage)
         names = [k for k in self.knobs if k.startswith(prefix)]
-        schedule = schedule_for(stage, self.target)
+        schedule = self.schedules[stage.index]
         for _ in range(_MAX_DRAWS):
             drawn = self.stage_config(stage, {k: rng.choice(self.knobs[k]) for k in names})
             own = schedule.canonical(stage, self.target, drawn)
@@ -149,7 +151,7 @@ class ProgramSpace(Space):
         return result
 
     def _canonical_stage(self, stage: Stage, config: Config, own: Config) -> Config:
-        schedule = schedule_for(stage, self.target)
+        schedule = self.schedules[stage.index]
         own = schedule.canonical(stage, self.target, own)
         rows = self._fused_rows(stage, config)
         return own if rows is None else schedule.in_rows(stage, self.target, own, rows)
@@ -167,7 +169,7 @@ class ProgramSpace(Space):
             return reason
         for stage in self.analysis.stages:
             own = self.stage_config(stage, config)
-            reason = schedule_for(stage, self.target).check(stage, self.target, own)
+            reason = self.schedules[stage.index].check(stage, self.target, own)
             if reason is None and self._canonical_stage(stage, config, own) != own:
                 reason = "knobs that leave its kernel unchanged keep their first values"
             if reason is not None:

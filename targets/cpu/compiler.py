@@ -31,9 +31,9 @@ class CpuCompiler(CompilerBackend):
     def __init__(self) -> None:
         self.fallback = Fallback()
         self.schedules = {
-            INJECTIVE: Injective(),
-            REDUCTION: Reduction(),
-            CONTRACTION: PackedGemm(),
+            INJECTIVE: [Injective()],
+            REDUCTION: [Reduction()],
+            CONTRACTION: [PackedGemm()],
         }
 
     group_knobs: Mapping[str, tuple[Knob, ...]] = {

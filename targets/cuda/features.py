@@ -4,7 +4,7 @@ from its loop IR: of the *main kernel*, the launch that runs the hot statement
 (blocks over the SMs times the blocks one SM holds), shared memory per block (static and
 dynamic), `cp.async` pipeline stages, tensor-core (WMMA, wgmma) use, a register estimate per
 thread (every per-thread local value and WMMA fragment, plus a fixed overhead) and the
-occupancy it allows (`targets.cuda.limits.residency`); and the ptxas columns over every
+occupancy it allows (`targets.gpu.limits.residency`); and the ptxas columns over every
 kernel (registers estimated, 0 spills and stack), which a build replaces with what ptxas
 reported (`features.with_build_stats`). The SM count behind waves is a reference GPU's per
 arch, not the worker's.
@@ -21,8 +21,8 @@ from tunehub.compiler.features import index_value, log_scale, work_sites
 from tunehub.compiler.loop import Decl, Function, Stmt, lanes, scalar, stmts
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.launches import Launch, launches
-from tunehub.targets.cuda.limits import WARP, limits_for, residency
 from tunehub.targets.cuda.loop import AsyncCopy, Wgmma, Wmma
+from tunehub.targets.gpu.limits import WARP, limits_for, residency
 
 # Registers a GPU thread needs besides its local values: indices, addresses and loop state
 # (the schedules' estimates, fitted to ptxas on sm_80, use the same).

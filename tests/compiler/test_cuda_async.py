@@ -34,8 +34,8 @@ from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.build import CudaBuilder
-from tunehub.targets.cuda.schedule.operands import operands
 from tunehub.targets.cuda.schedule.wmma import WmmaShape
+from tunehub.targets.gpu.schedule.operands import operands
 
 BIG = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
 

@@ -21,7 +21,7 @@ from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.compiler import BACKEND as CUDA_BACKEND
 from tunehub.targets.cuda.launches import launches
-from tunehub.targets.cuda.limits import limits_for
+from tunehub.targets.gpu.limits import limits_for
 
 SM80 = Target(kind="cuda", arch="sm_80")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

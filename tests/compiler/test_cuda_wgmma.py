@@ -29,7 +29,7 @@ from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda import device
 from tunehub.targets.cuda.build import CudaBuilder, build_arch
-from tunehub.targets.cuda.schedule.contraction import GEMV_SEEDS
+from tunehub.targets.gpu.schedule.gemv import GEMV_SEEDS
 
 SM80 = Target(kind="cuda", arch="sm_80")
 SM90 = Target(kind="cuda", arch="sm_90")

@@ -18,7 +18,7 @@ from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
 from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
-from tunehub.targets.cuda.limits import residency
+from tunehub.targets.gpu.limits import residency
 
 CPU = Target(kind="cpu", isa="x86_64-avx512")
 SM80 = Target(kind="cuda", arch="sm_80")

@@ -1,4 +1,4 @@
-"""Chunked reads (`targets.cuda.schedule.vectors.chunked`): neighbouring reads of a row become
+"""Chunked reads (`targets.gpu.schedule.vectors.chunked`): neighbouring reads of a row become
 aligned vector loads, and nothing is chunked that is not provably aligned."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from tunehub.compiler.ir import Binary, Call, Const, Expr, Load
 from tunehub.compiler.loop import Decl, add, const, mul, var
-from tunehub.targets.cuda.schedule.vectors import chunked
+from tunehub.targets.gpu.schedule.vectors import chunked
 
 KNOWN = {"r", "lane", "m", "n"}
 SHAPES: dict[str, tuple[Expr, ...]] = {

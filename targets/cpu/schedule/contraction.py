@@ -2,7 +2,7 @@
 layers, conv2d (implicit GEMM) and dequantizing matmuls alike.
 
 After prologue inlining a contraction sums `X * Y` over its reduce axes, where the factor side
-`X` reads spatial axes the side `Y` does not and vice versa (`analysis.split_product`). The
+`X` reads spatial axes the side `Y` does not and vice versa (`products.split_product`). The
 template sees three groups of axes, each flattened into one virtual axis (div/mod recovers
 the real indices, so any number of axes per group works):
 

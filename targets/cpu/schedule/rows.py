@@ -1,7 +1,7 @@
 """A fused row group on the CPU: one parallel loop over the rows (its outer axes collapsed),
 each row computing every member stage, and consecutive members that share nothing and loop
 alike in one loop (`siblings`: a layernorm's mean and the two sums of its variance, one pass
-over the row; `analysis._one_pass`). Two ways to have the next row's data on its way while
+over the row; `variance.one_pass`). Two ways to have the next row's data on its way while
 this row is stored, each a group knob:
 
 * `pipeline` (the default): the innermost row axis in blocks; within a block each row's first
@@ -83,7 +83,7 @@ def fused_rows(ctx: Context, group: RowGroup, knobs: Config, members: RowBodies)
 def siblings(body: list[Stmt]) -> list[Stmt]:
     """`body` with each run of consecutive statements that share nothing and loop alike
     merged into one (a layernorm's row sum and the two sums of its variance: one pass over
-    the row, `analysis._one_pass`)."""
+    the row, `variance.one_pass`)."""
     merged: list[Stmt] = []
     for stmt in body:
         both = _merged(merged[-1], stmt) if merged else None

@@ -50,10 +50,10 @@ from tunehub.compiler.loop import (
 )
 from tunehub.compiler.schedule.stage import Context, Loop
 from tunehub.targets.cuda.loop import AsyncCopy
-from tunehub.targets.cuda.schedule.blocks import bind, covers, guard, index_form, less, mod
-from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.tiles import walked
-from tunehub.targets.cuda.schedule.vectors import aligned_run
+from tunehub.targets.gpu.schedule.blocks import bind, covers, guard, index_form, less, mod
+from tunehub.targets.gpu.schedule.operands import Operands
+from tunehub.targets.gpu.schedule.tiles import walked
+from tunehub.targets.gpu.schedule.vectors import aligned_run
 
 SIDES = ("row", "col")
 RUNS = (8, 4, 2)  # elements per cp.async of a 16-bit tile: 16, 8 or 4 bytes

@@ -17,8 +17,8 @@ from tunehub.compiler.ir import Expr, Var
 from tunehub.compiler.loop import as_expr, const_value, var
 from tunehub.compiler.schedule.vectorize import depends
 from tunehub.compiler.simplify import summands
-from tunehub.targets.cuda.schedule.operands import Operands
 from tunehub.targets.cuda.schedule.staging import SIDES, evaluated, raw
+from tunehub.targets.gpu.schedule.operands import Operands
 
 
 def tensor_sides(ops: Operands) -> dict[str, tuple[int, int]]:

@@ -1,6 +1,7 @@
 """The Hopper tensor-core contraction kernel (`mode="wgmma"`, sm_90): warpgroup MMA
 (`wgmma.mma_async` m64nNk16, both factors read from shared memory by the tensor cores) with
-16-bit inputs and float32 accumulation. See `targets.cuda.schedule.contraction` for the knobs.
+16-bit inputs and float32 accumulation. See `wgmma_template` for the knobs and seeds, and
+`wgmma_shape` for a config's constants, threads, shared memory and registers.
 
 Grid as in the WMMA kernel (x over column tiles of `bn`, y over row tiles of `bm`, z over the
 batch), the tiles optionally taken in groups of `raster` row tiles for L2 reuse. Block:
@@ -65,11 +66,9 @@ its 64-row slab; accumulator i of lane l is row 16w + l/4 + 8 * (i % 4 / 2) and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX, itemsize
-from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, loads, substitute
+from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, substitute
 from tunehub.compiler.loop import (
     Barrier,
     Decl,
@@ -90,9 +89,6 @@ from tunehub.compiler.loop import (
     vector,
 )
 from tunehub.compiler.schedule.stage import Context, nest
-from tunehub.compiler.space.space import Config
-from tunehub.schemas.target import Target
-from tunehub.targets.cuda.limits import capability
 from tunehub.targets.cuda.loop import (
     CORE_ROW_BYTES,
     AsyncCopy,
@@ -103,138 +99,20 @@ from tunehub.targets.cuda.loop import (
     TensorCopy,
     Wgmma,
 )
-from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, equal, guard, less, mod
-from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.staging import (
-    SIDES,
-    StagedTiles,
-    evaluated,
-    raw,
-    register_run,
-    staged,
-)
+from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, evaluated, raw
 from tunehub.targets.cuda.schedule.tma import tensor_output, tensor_sides
-
-WARPGROUP = 4 * WARP  # threads
-SLAB = 64  # rows of A per wgmma
-K_STEP = 16  # k per wgmma
-BK = 64  # k per shared-memory slice
-CORE = 8  # a core matrix is 8 x 8 16-bit elements
-ATOM = 64  # elements along c of a swizzle atom (128 bytes; 8 rows of them, 1024 bytes)
-WGMMA = 90  # the compute capability with wgmma (built for sm_90a)
-
-
-def warpgroup_mma(target: Target, ops: Operands) -> bool:
-    """Whether the target has wgmma and both factor sides stage as one 16-bit float type."""
-    return capability(target) == WGMMA and staged(ops) is not None
-
-
-@dataclass(frozen=True)
-class WgmmaShape:
-    """The knob values of the warpgroup kernel."""
-
-    bm: int
-    bn: int
-    groups: int
-    stages: int
-    in_flight: int = 0  # slices of wgmmas left running while the next slice starts
-    raster: int = 1  # row tiles per group of the block order (`StagedTiles._bindings`)
-    producer: bool = False  # a warpgroup of its own loads the tiles (see the module doc)
-    prefetch: bool = False  # the producer reads a side it evaluates a slice ahead
-    tiles: int = 1  # tiles per block, in turn (`StagedTiles._bindings`)
-    tma: bool = False  # the copy engine brings the raw sides' tiles (`tensor_sides`)
-    pingpong: bool = False  # each consumer warpgroup computes whole tiles, in turn
-    store: bool = False  # the tile leaves through shared memory and the copy engine
-
-    @classmethod
-    def of(cls, config: Config) -> WgmmaShape:
-        return cls(
-            int(config["wgmma_bm"]),
-            int(config["wgmma_bn"]),
-            int(config["wgmma_groups"]),
-            int(config["wgmma_stages"]),
-            int(config["wgmma_in_flight"]),
-            int(config["wgmma_raster"]),
-            bool(config["wgmma_producer"]),
-            bool(config.get("wgmma_prefetch", False)),
-            int(config["wgmma_tiles"]),
-            bool(config.get("wgmma_tma", False)),
-            bool(config.get("wgmma_pingpong", False)),
-            bool(config.get("wgmma_store", False)),
-        )
-
-    @property
-    def threads(self) -> int:
-        return (self.groups + self.producer) * WARPGROUP
-
-    @property
-    def loaders(self) -> int:
-        return WARPGROUP if self.producer else self.threads
-
-    @property
-    def rows(self) -> int:
-        """Rows of the block tile a consumer warpgroup computes: its share, or with
-        `pingpong` all of them."""
-        return self.bm if self.pingpong else self.bm // self.groups
-
-    @property
-    def m_tiles(self) -> int:
-        return self.rows // SLAB
-
-    @property
-    def acc_size(self) -> int:
-        """float32 accumulators per thread."""
-        return self.m_tiles * self.bn // 2
-
-    def error(self) -> str | None:
-        """Why the warpgroups do not tile the block tile, or None."""
-        if self.rows % SLAB or self.m_tiles < 1 or self.bm % self.groups:
-            return f"bm={self.bm} is not a whole number of {SLAB}-row slabs per warpgroup"
-        if self.bn % ATOM or not ATOM <= self.bn <= 256:
-            return f"bn={self.bn} is not a multiple of {ATOM} up to 256 (whole swizzle atoms)"
-        if self.stages - 1 - self.in_flight < 1:
-            return f"{self.stages} stages leave no slice ahead with {self.in_flight} in flight"
-        for width in (self.bm, self.bn):
-            if (width * BK // CORE) % self.loaders:
-                return f"a {width} x {BK} tile does not split evenly over {self.loaders} threads"
-        if self.prefetch and not self.producer:
-            return "prefetch is the producer warpgroup's: it needs wgmma_producer"
-        if self.tiles > 1 and not self.producer:
-            return f"{self.tiles} tiles per block need a producer warpgroup to run ahead"
-        if self.tma and not self.producer:
-            return "tma copies are issued by the producer warpgroup: it needs wgmma_producer"
-        if self.store and not self.producer:
-            return "tma stores are the consumer warpgroups': they need wgmma_producer"
-        if self.pingpong and (self.groups < 2 or self.tiles < self.groups):
-            return "pingpong needs 2 consumer warpgroups and a tile per block for each"
-        return None
-
-    def width(self, side: str) -> int:
-        return self.bm if side == "row" else self.bn
-
-    def tile_elements(self, ops: Operands, side: str) -> int:
-        """Elements of one shared buffer of `side`'s tile (no padding: see the module doc)."""
-        return self.width(side) * BK
-
-    def shared_bytes(self, ops: Operands) -> int:
-        tiles = sum(self.tile_elements(ops, side) for side in SIDES) * 2 * self.stages
-        out = self.groups * self.rows * self.bn * itemsize(ops.stage.dtype) if self.store else 0
-        return tiles + out
-
-    def registers(self, ops: Operands) -> int:
-        """Per thread: the accumulators and 26 more, as ptxas 13.0 reported for sm_90a (58,
-        90 and 154 registers with 32, 64 and 128 accumulators, float16 and bfloat16); or, if
-        more, what a prefetching producer holds instead: two slices of its reads, one per
-        input a side reads per pass (a run's elements share them, as an int4 word's 8
-        values and their scale do)."""
-        held = 0
-        if self.prefetch:
-            for side in evaluated(ops):
-                expr = ops.row_side if side == "row" else ops.col_side
-                reads = len({ld.tensor for ld in loads(expr)})
-                passes = self.width(side) * BK // register_run(ops, self, side, BK) // self.loaders
-                held += 2 * passes * reads
-        return max(self.acc_size, held) + 26
+from tunehub.targets.cuda.schedule.wgmma_shape import (
+    ATOM,
+    BK,
+    CORE,
+    K_STEP,
+    SLAB,
+    WARPGROUP,
+    WgmmaShape,
+)
+from tunehub.targets.gpu.limits import WARP
+from tunehub.targets.gpu.schedule.blocks import covers, div, equal, guard, less, mod
+from tunehub.targets.gpu.schedule.operands import Operands
 
 
 class WgmmaKernel(StagedTiles):

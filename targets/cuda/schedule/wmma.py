@@ -1,6 +1,13 @@
-"""The tensor-core contraction kernel (`mode="wmma"`): CUDA WMMA 16x16x16 fragments with
-16-bit inputs (float16 or bfloat16) and float32 accumulation. See
-`targets.cuda.schedule.contraction` for the knobs.
+"""The tensor-core contraction template (`mode="wmma"`): CUDA WMMA 16x16x16 fragments with
+16-bit inputs (float16 or bfloat16) and float32 accumulation; block tile `wmma_bm x wmma_bn`,
+k slices of 32 staged in shared memory as 16-bit values, `wmma_warps` warps, each
+`wmma_frags` fragments tall. It applies only where both factor sides stage as the same 16-bit
+float type (`staging.staged`), the accumulator is float32, the sum adds exact products and the
+arch has the instructions (float16 from sm_70, bfloat16 from sm_80); its knobs exist only
+then, so the spaces of other contractions are unchanged. `wmma_stages` (2 or 3: a `cp.async`
+pipeline of that many shared buffers per tile) exists only on sm_80 and later where a side is
+a raw 16-bit read that can be copied as it is (a side with a transforming prologue, e.g. int4
+dequantization, keeps the register path); the check counts every stage's shared memory.
 
 Grid: x over column tiles of `bn`, y over row tiles of `bm`, z over the batch. Block: `warps`
 warps in a `bm / (16 * frags)` x `warps / that` grid; each warp owns `frags` x `bn / (16 *
@@ -26,19 +33,24 @@ float16, its value rounded there, as tensor-core int4 kernels round the dequanti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
+from tunehub.compiler.analysis import Stage
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Expr, Load
 from tunehub.compiler.loop import Barrier, Decl, For, Stmt, Store, add, all_of, const, mul, seq, var
-from tunehub.compiler.schedule.stage import Context, nest
-from tunehub.compiler.space.space import Config
+from tunehub.compiler.schedule.stage import Context, first_values, nest
+from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cuda.limits import ASYNC_COPY, capability
 from tunehub.targets.cuda.loop import Wmma
-from tunehub.targets.cuda.schedule.blocks import WARP, covers, div, guard, less, mod
-from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, raw
+from tunehub.targets.cuda.schedule.staging import SIDES, StagedTiles, raw, staged
+from tunehub.targets.gpu.limits import WARP, block_error
+from tunehub.targets.gpu.schedule.blocks import covers, div, guard, less, mod
+from tunehub.targets.gpu.schedule.contraction import Planned, grid_error, planned
+from tunehub.targets.gpu.schedule.operands import Operands
 
 FRAG = 16  # the WMMA fragment's M, N and K
 BK = 32  # k per shared-memory slice
@@ -49,6 +61,20 @@ def tensor_cores(target: Target, dtype: str) -> bool:
     """Whether the target arch has WMMA for `dtype` (float16 from sm_70, bfloat16 from sm_80).
     An unknown arch gets none."""
     return capability(target) >= (70 if dtype == "float16" else 80)
+
+
+def no_tensor_cores(ops: Operands, target: Target) -> str | None:
+    """Why the arch's tensor cores cannot compute these operands, or None: the factor sides
+    must stage as one 16-bit type the arch's tensor cores take, and the sum add exact
+    products (an MMA cannot round each term, `Plan.term`)."""
+    if ops.term is not None:
+        return "its terms round before they are summed (tensor cores cannot round each)"
+    dtype = staged(ops)
+    if dtype is None:
+        return "its factor sides do not stage as one 16-bit float type, summed in float32"
+    if not tensor_cores(target, dtype):
+        return f"no {dtype} tensor cores on this arch"
+    return None
 
 
 def async_copies(ops: Operands, target: Target) -> bool:
@@ -236,3 +262,64 @@ class WmmaKernel(StagedTiles):
                 out.append(For(e, const(FRAG * FRAG // WARP), body, "unroll", factor=1))
                 out.append(Barrier(warp=True))
         return seq(out)
+
+
+WMMA: dict[str, tuple[Knob, ...]] = {
+    "wmma_bm": (64, 128),
+    "wmma_bn": (64, 128),
+    "wmma_warps": (4, 8),
+    "wmma_frags": (2, 1, 4),
+}
+WMMA_ASYNC: dict[str, tuple[Knob, ...]] = {"wmma_stages": (1, 2, 3)}
+
+
+class WmmaContraction(Planned):
+    """The WMMA tensor-core kernel (see the module doc)."""
+
+    kind = "wmma"
+    priority = 1  # its seed comes after the GEMV's and wgmma's
+    summary = "WMMA tensor cores: 16x16x16 fragments per warp, tiles staged in shared memory"
+    knob_docs: ClassVar[Mapping[str, str]] = {
+        "wmma_bm": "wmma: rows of the block tile",
+        "wmma_bn": "wmma: columns of the block tile",
+        "wmma_warps": "wmma: warps per block",
+        "wmma_frags": "wmma: 16x16 fragments each warp holds, tall",
+        "wmma_stages": "wmma: shared buffers of the cp.async pipeline (1: register path)",
+    }
+
+    def unfit(self, ops: Operands, target: Target) -> str | None:
+        return no_tensor_cores(ops, target)
+
+    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]:
+        copies = async_copies(planned(stage), target)
+        return {**WMMA, **(WMMA_ASYNC if copies else {})}
+
+    def naive(self, stage: Stage, target: Target) -> Config:
+        return first_values(self.knobs(stage, target))
+
+    def default(self, stage: Stage, target: Target) -> Config | None:
+        return None
+
+    def seeds(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> list[Config]:
+        """128 x 128 tiles of 8 warps (H100, 4096^3 float16: 468 us), through the deepest
+        `cp.async` pipeline where there is one."""
+        knobs = self.knobs(stage, target)
+        seed: Config = {"wmma_bm": 128, "wmma_bn": 128, "wmma_warps": 8, "wmma_frags": 2}
+        if "wmma_stages" in knobs:
+            seed["wmma_stages"] = 3 if 3 in knobs["wmma_stages"] else 1
+        return [{**first_values(knobs), **seed}]
+
+    def check(self, stage: Stage, target: Target, config: Config) -> str | None:
+        ops, shape = planned(stage), WmmaShape.of(config)
+        error = shape.error()
+        if error is not None:
+            return error
+        if shape.stages > 1 and not async_copies(ops, target):
+            return "cp.async stages need sm_80 or later and a side copied raw"
+        error = grid_error(ops, shape.bm, target)
+        if error is not None:
+            return error
+        return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
+
+    def kernel(self, ops: Operands, config: Config, ctx: Context) -> Stmt:
+        return WmmaKernel(ops, WmmaShape.of(config), ctx).lower()

@@ -36,8 +36,8 @@ from tunehub.compiler.loop import (
     var,
 )
 from tunehub.compiler.schedule.stage import Context, nest
-from tunehub.targets.cuda.schedule.blocks import bind, guard, less
-from tunehub.targets.cuda.schedule.vectors import chunked
+from tunehub.targets.gpu.schedule.blocks import bind, guard, less
+from tunehub.targets.gpu.schedule.vectors import chunked
 
 CHUNK_BYTES = 16  # one vector load per thread and step of the copy
 

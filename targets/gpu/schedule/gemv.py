@@ -1,4 +1,8 @@
-"""The GEMV-shaped contraction kernel, for few rows (M of 1..8: LLM decoding).
+"""The GEMV-shaped contraction template (`mode="gemv"`), for few rows (M of 1..8: LLM
+decoding): a warp per `gemv_cols` columns, k split over lanes in runs of `gemv_vec` (up to 64:
+at 32 an int4 lane has 4 weight words in flight, not 1), `gemv_rows` rows per pass,
+`gemv_warps` warps per block. Offered where M is symbolic or at most `GEMV_MAX_ROWS` (its knobs
+stay, at their first values, elsewhere); the default up to `GEMV_ROWS` rows.
 
 A tiled kernel wastes most of its block on rows that do not exist when M is tiny; here every
 warp owns `cols` output columns and all rows, and splits k over its 32 lanes, each lane taking
@@ -19,9 +23,12 @@ runs, the run loop is unrolled, so that all of a lane's loads are in flight at o
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tunehub.compiler import dtypes
+from tunehub.compiler.analysis import Stage
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Var, loads, transform
 from tunehub.compiler.loop import (
     Assign,
@@ -40,11 +47,12 @@ from tunehub.compiler.loop import (
     sub,
     var,
 )
-from tunehub.compiler.schedule.stage import Context, nest
+from tunehub.compiler.schedule.stage import Context, first_values, nest
 from tunehub.compiler.simplify import simplified
-from tunehub.compiler.space.space import Config
-from tunehub.targets.cuda.schedule.blocks import (
-    WARP,
+from tunehub.compiler.space.space import Config, Knob
+from tunehub.schemas.target import Target
+from tunehub.targets.gpu.limits import WARP, block_error
+from tunehub.targets.gpu.schedule.blocks import (
     bind,
     covers,
     equal,
@@ -53,8 +61,9 @@ from tunehub.targets.cuda.schedule.blocks import (
     less,
     warp_reduce,
 )
-from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.vectors import chunked, eager_loads
+from tunehub.targets.gpu.schedule.contraction import Planned, bound, planned
+from tunehub.targets.gpu.schedule.operands import Operands
+from tunehub.targets.gpu.schedule.vectors import chunked, eager_loads
 
 
 @dataclass(frozen=True)
@@ -271,3 +280,97 @@ def _read_early(finished: Expr, inside: Expr, ctx: Context) -> tuple[list[Decl],
             held[load] = Cast(load.dtype, Var(name, local))
             decls.append(Decl(name, local, init=safe))
     return decls, transform(finished, lambda node: held.get(node))
+
+
+GEMV: dict[str, tuple[Knob, ...]] = {
+    "gemv_cols": (1, 2, 4, 8),
+    "gemv_warps": (4, 1, 2, 8),
+    "gemv_rows": (1, 2, 4, 8),
+    "gemv_vec": (1, 2, 4, 8, 16, 32, 64),
+    "gemv_ahead": (False, True),
+}
+# (columns, warps, k run) of the seeds: the first where rows are symbolic or many, all where
+# a tuning measures few rows.
+GEMV_SEEDS = ((2, 8, 32), (1, 8, 32), (1, 4, 32), (2, 4, 64), (4, 4, 16))
+GEMV_ROWS = 8  # the default picks the GEMV kernel up to this many rows
+GEMV_MAX_ROWS = 64  # and the space offers it up to this many (or any number of symbolic rows)
+
+
+class GemvContraction(Planned):
+    """The GEMV kernel (see the module doc): first among the seeds, the only ones at few rows."""
+
+    kind = "gemv"
+    priority = 3
+    summary = "a GEMV: a warp per few columns, k split over its lanes"
+    knob_docs: ClassVar[Mapping[str, str]] = {
+        "gemv_cols": "gemv: columns per warp",
+        "gemv_rows": "gemv: rows per pass",
+        "gemv_vec": "gemv: k values per lane per run",
+        "gemv_warps": "gemv: warps per block",
+        "gemv_ahead": "gemv: every run's weights read before the first run's products",
+    }
+
+    def offered(self, stage: Stage, target: Target) -> bool:
+        """Not where rows are many: the weights would be read rows / 8 times."""
+        rows = const_value(planned(stage).rows.extent)
+        return rows is None or rows <= GEMV_MAX_ROWS
+
+    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]:
+        return dict(GEMV)
+
+    def naive(self, stage: Stage, target: Target) -> Config:
+        return first_values(GEMV)
+
+    def default(self, stage: Stage, target: Target) -> Config | None:
+        """Up to `GEMV_ROWS` rows, where the column side is read along k."""
+        ops = planned(stage)
+        rows = const_value(ops.rows.extent)
+        if rows is None or rows > GEMV_ROWS or not ops.k_inner("col"):
+            return None
+        vec = 8 if const_value(ops.k.extent) is not None else 4
+        return {**self.naive(stage, target), "gemv_cols": 2, "gemv_rows": rows, "gemv_vec": vec}
+
+    def seeds(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> list[Config]:
+        """2 columns per warp, 8 warps, runs of 32 k (H100, int4 4096 x 4096 at M = 1, with a
+        run's reads as vector loads: 10.1 us; 4 columns with runs of 16, the seed before them,
+        13.2); where the tuning measures few rows (M bound to 1), its other shapes too
+        (`GEMV_SEEDS`), and nothing else (`exclusive`). The first shape comes twice where
+        every lane takes as many runs, the second reading every run's weights first
+        (`gemv_ahead`)."""
+        ops = planned(stage)
+        rows = bound(ops.rows.extent, symbols)
+        naive = self.naive(stage, target)
+        seeds = [{**naive, **gemv} for gemv in _gemv_seeds(rows)]
+        ahead = {**seeds[0], "gemv_ahead": True} if seeds else None
+        if ahead is not None and Gemv.of(ahead).error(ops) is None:
+            seeds.insert(1, ahead)
+        return seeds
+
+    def exclusive(self, stage: Stage, target: Target, symbols: Mapping[str, int]) -> bool:
+        """Where the tuning measures at most `GEMV_ROWS` rows."""
+        rows = bound(planned(stage).rows.extent, symbols)
+        return rows is not None and rows <= GEMV_ROWS
+
+    def check(self, stage: Stage, target: Target, config: Config) -> str | None:
+        ops, gemv = planned(stage), Gemv.of(config)
+        error = gemv.error(ops)
+        return error or block_error(target, gemv.threads, 0, gemv.registers(ops))
+
+    def kernel(self, ops: Operands, config: Config, ctx: Context) -> Stmt:
+        return Gemv.of(config).lower(ops, ctx)
+
+
+def _gemv_seeds(rows: int | None) -> list[Config]:
+    """The knobs of the seeds for `rows` rows (None: symbolic): every shape of `GEMV_SEEDS`
+    for few rows, taken in one pass; the first for symbolic rows or up to `GEMV_MAX_ROWS`;
+    none for more."""
+    if rows is not None and rows > GEMV_MAX_ROWS:
+        return []
+    shapes: tuple[tuple[int, int, int], ...] = GEMV_SEEDS[:1]
+    per_pass = 1
+    if rows is not None and rows <= GEMV_ROWS:
+        shapes, per_pass = GEMV_SEEDS, min(int(r) for r in GEMV["gemv_rows"] if int(r) >= rows)
+    return [
+        {"gemv_cols": cols, "gemv_warps": warps, "gemv_rows": per_pass, "gemv_vec": vec}
+        for cols, warps, vec in shapes
+    ]

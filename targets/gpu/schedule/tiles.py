@@ -1,5 +1,9 @@
-"""The tiled SIMT contraction kernel ("SSSRRSRS"): see `targets.cuda.schedule.contraction`
-for the knobs and constraints.
+"""The tiled SIMT contraction template (`mode="tiled"`, "SSSRRSRS"): block tile `bm x bn`,
+thread tile `tm x tn` in registers, k slices of `bk` staged in shared memory; `vec` reads
+4-element runs as `float4` where alignment is provable; `double` buffers the slices (register
+prefetch, one barrier per slice); `split_k` slices k over grid z with a second kernel summing
+the slices (for small M x N). A kind may copy raw sides asynchronously (CUDA's `cp.async`:
+`targets.cuda.schedule.async_tiles`) through the kernel's hooks (`TiledKernel._copied`).
 
 Grid: x over column tiles of `bn`, y over row tiles of `bm`, z over batch x split-K. Block:
 `bn / tn` x `bm / tm` threads, each owning a `tm` x `tn` register tile whose rows and columns
@@ -13,12 +17,7 @@ elements as 0; a barrier; the register tile accumulates `bk` outer products; a b
 `double`, the next slice's values are loaded into registers before the current slice is
 computed and stored into the other shared buffer after it, hiding the global load latency
 with one barrier per slice. With `vec`, each load of 4 consecutive elements along the walked
-axis is one `float4` read. With `async_copy` (sm_80 and later, with `double`), a raw side (a
-plain read of the accumulator's type: float32 data) is not held in registers: the next slice
-is copied straight into the other buffer by `cp.async` (a `vec` run along the tile's lanes as
-one 16-byte copy, otherwise element by element, since the tile may be transposed), committed
-before the current slice is computed and waited for after it; out-of-range elements are
-zero-filled by the copy. A side whose prologue transforms its values keeps the register path.
+axis is one `float4` read.
 
 The store applies the epilogue (bias, activation, residual, casts) per element, clipped at
 the edges. With split-K (`split` > 1) each z slice sums its share of k into a workspace of
@@ -27,10 +26,13 @@ partial results, and a second kernel adds the slices and applies the epilogue.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
+from tunehub.compiler.analysis import Stage
 from tunehub.compiler.dtypes import INDEX, itemsize
-from tunehub.compiler.ir import Binary, Call, Const, Expr, Load, Var, substitute
+from tunehub.compiler.ir import Binary, Const, Expr, Load, Var, substitute
 from tunehub.compiler.loop import (
     Assign,
     Barrier,
@@ -54,12 +56,11 @@ from tunehub.compiler.loop import (
     var,
 )
 from tunehub.compiler.schedule.plan import Group
-from tunehub.compiler.schedule.stage import Context, nest
-from tunehub.compiler.space.space import Config
+from tunehub.compiler.schedule.stage import Context, first_values, nest
+from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
-from tunehub.targets.cuda.limits import ASYNC_COPY, capability
-from tunehub.targets.cuda.loop import ASYNC_SIZES, AsyncCopy
-from tunehub.targets.cuda.schedule.blocks import (
+from tunehub.targets.gpu.limits import WARP, block_error
+from tunehub.targets.gpu.schedule.blocks import (
     FALLBACK_THREADS,
     bind,
     covers,
@@ -68,8 +69,9 @@ from tunehub.targets.cuda.schedule.blocks import (
     less,
     mod,
 )
-from tunehub.targets.cuda.schedule.operands import Operands
-from tunehub.targets.cuda.schedule.vectors import VEC, aligned, scalarized
+from tunehub.targets.gpu.schedule.contraction import Planned, grid_error, planned
+from tunehub.targets.gpu.schedule.operands import Operands
+from tunehub.targets.gpu.schedule.vectors import VEC, aligned, scalarized
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,6 @@ class Shape:
     split: int
     vec: bool
     double: bool
-    async_copy: bool = False
 
     @classmethod
     def of(cls, config: Config) -> Shape:
@@ -97,7 +98,6 @@ class Shape:
             int(config["split_k"]),
             bool(config["vec"]),
             bool(config["double"]),
-            bool(config.get("async_copy", False)),
         )
 
     @property
@@ -142,20 +142,6 @@ def walked(ops: Operands, side: str) -> tuple[str, Expr] | None:
     return group.axes[0], group.extents[0]
 
 
-def copyable(ops: Operands, side: str) -> Load | None:
-    """`side`'s read where the side is that read of data of the accumulator's type (of a size
-    `cp.async` copies): its tile can be copied raw."""
-    load = ops.raw(side)
-    if load is None or load.dtype != ops.acc or itemsize(ops.acc) not in ASYNC_SIZES:
-        return None
-    return load
-
-
-def async_tiles(ops: Operands, target: Target) -> bool:
-    """Whether `async_copy` has a side to copy on `target`."""
-    return capability(target) >= ASYNC_COPY and any(copyable(ops, side) for side in SIDES)
-
-
 def vectorized(ops: Operands, side: str, shape: Shape) -> Expr | None:
     """`side` as 4-lane vector loads along its walked axis, or None where the alignment of
     such loads cannot be proven or the tile does not split into whole vectors."""
@@ -166,7 +152,7 @@ def vectorized(ops: Operands, side: str, shape: Shape) -> Expr | None:
     return aligned(expr, found[0], VEC, ops.shapes)
 
 
-class Tiled:
+class TiledKernel:
     """Lowers one contraction stage under a tiled config."""
 
     def __init__(self, ops: Operands, shape: Shape, ctx: Context) -> None:
@@ -176,7 +162,7 @@ class Tiled:
         self.tx = bind(ctx, "tx", shape.bn // shape.tn, "threadIdx.x")
         self.tiles = {side: ctx.fresh("As" if side == "row" else "Bs") for side in SIDES}
         self.vectors = {side: vectorized(ops, side, shape) if shape.vec else None for side in SIDES}
-        self.copied = {side: copyable(ops, side) if shape.async_copy else None for side in SIDES}
+        self.copied = {side: self._copied(side) for side in SIDES}
         self.shape = tuple(as_expr(e) for e in ops.stage.shape)
         self.partial = ""
         if shape.split > 1:  # raw partial sums, slice by slice, each in the output's layout
@@ -256,9 +242,7 @@ class Tiled:
         more = less(add(var(t), const(1)), count)
         current = mod(var(t), 2)
         other = sub(const(1), current)
-        copies = any(self.copied.values())
-        commit = [AsyncCopy("commit")] if copies else []
-        wait = [AsyncCopy("wait")] if copies else []
+        commit, wait = self._fences() if any(self.copied.values()) else ([], [])
         step = seq(
             guard(more, self._load(k_next, other, held)),
             *commit,
@@ -335,32 +319,22 @@ class Tiled:
         conds += [] if self.k_whole else [less(k, self.k_end)]
         return all_of(conds)
 
+    # ------------------------------------------------------------------ a kind's copies
+
+    def _copied(self, side: str) -> Load | None:
+        """`side`'s read, where the kind copies its tiles raw into shared memory in the
+        background (with `double`: the next slice while this one is computed) instead of
+        through registers; None here, where every side is loaded and stored."""
+        return None
+
     def _copy(self, side: str, k0: Expr, buffer: Expr) -> Stmt:
-        """This thread's share of raw `side`'s tile at k slice `k0` as `cp.async` copies into
-        shared `buffer`, out-of-range elements zero-filled: a run along the tile's lanes in
-        one copy, a run along k (a transposed tile) element by element."""
-        ops = self.ops
-        load = self.copied[side]
-        assert load is not None
-        run = VEC if self.vectors[side] is not None else 1
-        start = self.row0 if side == "row" else self.col0
-        size = itemsize(ops.acc)
-        # (element, count) per copy; runs along k are element by element, 1 apart along k.
-        pieces = [(n, 1) for n in range(run)] if ops.k_inner(side) else [(0, run)]
-        tile, base = self.tiles[side], self._base(side, buffer)
-        stmts: list[Stmt] = []
-        for lane, kk in self._slots(side, run):
-            position, k = add(start, lane), add(k0, kk)
-            cond = self._bounds(side, position, k)
-            for n, count in pieces:
-                src = substitute(load, self._point(side, position, add(k, const(n))))
-                assert isinstance(src, Load)
-                valid: Expr | None = None
-                if cond is not None:
-                    valid = Call("where", (cond, const(count * size), const(0)), INDEX)
-                at = add(base, self._offset(side, lane, kk, n))
-                stmts.append(AsyncCopy("copy", tile, at, src, count * size, valid))
-        return seq(stmts)
+        """This thread's share of copied `side`'s tile at k slice `k0` into shared `buffer`,
+        out-of-range elements zero-filled (a kind whose `_copied` names a side)."""
+        raise NotImplementedError("a kind that copies sides lowers their copies")
+
+    def _fences(self) -> tuple[list[Stmt], list[Stmt]]:
+        """Where sides are copied: what commits a slice's copies, and what waits for them."""
+        return [], []
 
     def _point(self, side: str, position: Expr, k: Expr) -> dict[str, Expr]:
         if side == "row":
@@ -492,3 +466,85 @@ class Tiled:
         )
         guarded = guard(None if covers(size, FALLBACK_THREADS) else less(var(e), size), body)
         return nest([blk, tx], seq(Decl(e, INDEX, init=flat), guarded))
+
+
+TILED: dict[str, tuple[Knob, ...]] = {
+    "bm": (64, 16, 32, 128),
+    "bn": (64, 16, 32, 128),
+    "bk": (16, 8, 32),
+    "tm": (4, 1, 2, 8),
+    "tn": (4, 1, 2, 8),
+    "split_k": (1, 2, 4, 8, 16),
+    "vec": (False, True),
+    "double": (False, True),
+}
+
+
+class TiledContraction(Planned):
+    """The tiled SIMT kernel (see the module doc): the default wherever no GEMV is."""
+
+    kind = "tiled"
+    summary = "tiled SIMT: block tiles staged in shared memory, a register tile per thread"
+    knob_docs: ClassVar[Mapping[str, str]] = {
+        "bm": "tiled: rows of the block tile",
+        "bn": "tiled: columns of the block tile",
+        "bk": "tiled: k values per shared-memory slice",
+        "tm": "tiled: rows of a thread's register tile",
+        "tn": "tiled: columns of a thread's register tile",
+        "vec": "tiled: read runs of 4 elements as float4 where alignment is provable",
+        "double": "tiled: double-buffer the k slices (prefetch into registers)",
+        "split_k": "tiled: k split over grid z, summed by a second kernel (small M x N)",
+    }
+
+    def knobs(self, stage: Stage, target: Target) -> dict[str, tuple[Knob, ...]]:
+        return dict(TILED)
+
+    def naive(self, stage: Stage, target: Target) -> Config:
+        return first_values(self.knobs(stage, target))
+
+    def default(self, stage: Stage, target: Target) -> Config | None:
+        ops = planned(stage)
+        config = self.naive(stage, target)
+        rows, cols, k = (const_value(g.extent) for g in (ops.rows, ops.cols, ops.k))
+        small = rows is not None and cols is not None and rows * cols <= 256 * 256
+        config.update(bk=16, double=True)
+        if small:
+            config.update(bm=32, bn=32, tm=2, tn=2)
+            if k is not None and k >= 1024 and rows * cols <= 128 * 128:  # type: ignore[operator]
+                config.update(split_k=4)
+        config["vec"] = any(vectorized(ops, side, self.shape(config)) for side in SIDES)
+        if self.check(stage, target, config) is not None:
+            config.update(vec=False)
+        return config
+
+    def shape(self, config: Config) -> Shape:
+        return Shape.of(config)
+
+    def check(self, stage: Stage, target: Target, config: Config) -> str | None:
+        ops, shape = planned(stage), self.shape(config)
+        if shape.tm > shape.bm or shape.tn > shape.bn:
+            return "a thread tile larger than its block tile"
+        if shape.threads < WARP:
+            return f"{shape.threads} threads per block (at least one warp)"
+        for side in SIDES:
+            if (shape.width(side) * shape.bk) % shape.threads:
+                return f"the {side} tile does not split evenly over {shape.threads} threads"
+        if shape.vec and not any(vectorized(ops, side, shape) for side in SIDES):
+            return "no tile side can be read as aligned 4-element vectors"
+        error = self.copies_error(ops, shape, target)
+        if error is not None:
+            return error
+        k = const_value(ops.k.extent)
+        if shape.split > 1 and k is not None and (shape.split - 1) * shape.bk >= k:
+            return f"split_k={shape.split} leaves slices of k={k} empty"
+        error = grid_error(ops, shape.bm, target, shape.split)
+        if error is not None:
+            return error
+        return block_error(target, shape.threads, shape.shared_bytes(ops), shape.registers())
+
+    def copies_error(self, ops: Operands, shape: Shape, target: Target) -> str | None:
+        """Why a kind's copies of raw sides (`TiledKernel._copied`) cannot run so, or None."""
+        return None
+
+    def kernel(self, ops: Operands, config: Config, ctx: Context) -> Stmt:
+        return TiledKernel(ops, self.shape(config), ctx).lower()

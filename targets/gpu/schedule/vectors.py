@@ -1,11 +1,12 @@
 """Vector loads for GPU schedules: `float4` reads of 4 consecutive elements, where the
 alignment is certain, and the scalar lanes computed from them.
 
-CUDA has no arithmetic on vector types, so a vectorized expression (`schedule.vectorize`) is
-*scalarized*: its vector loads become `float4`/`int4` locals, and each lane is the scalar
-expression over `lane(local, l)`. A `float4` read must be 16-byte aligned: every buffer is
-(the launch contract in `compiler.kernel`), so the read's element offset must be a multiple
-of 4, which `aligned` proves from the index expressions and constant extents.
+A GPU dialect (CUDA, HIP) has no arithmetic on vector types, so a vectorized expression
+(`schedule.vectorize`) is *scalarized*: its vector loads become `float4`/`int4` locals, and
+each lane is the scalar expression over `lane(local, l)`. A `float4` read must be 16-byte
+aligned: every buffer is (the launch contract in `compiler.kernel`), so the read's element
+offset must be a multiple of 4, which `aligned` proves from the index expressions and
+constant extents.
 
 Scalar code that reads runs of neighbouring elements (a GEMV lane's run of k) is *chunked*
 instead: its loads of one row that differ only by a constant offset become aligned 4-, 8- or

@@ -17,8 +17,8 @@ from tunehub.compiler.loop import Stmt
 from tunehub.compiler.schedule.stage import Context, Schedule
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
-from tunehub.targets.cuda.limits import block_error
-from tunehub.targets.cuda.schedule.blocks import FALLBACK_THREADS, per_output
+from tunehub.targets.gpu.limits import block_error
+from tunehub.targets.gpu.schedule.blocks import FALLBACK_THREADS, per_output
 
 THREADS = (FALLBACK_THREADS, 64, 128, 512, 1024)
 ITEMS = (1, 2, 4, 8)

@@ -27,10 +27,9 @@ from tunehub.compiler.loop import Stmt, const_value
 from tunehub.compiler.schedule.stage import Context, Schedule, accumulator_dtype
 from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
-from tunehub.targets.cuda.limits import block_error
-from tunehub.targets.cuda.schedule.blocks import (
+from tunehub.targets.gpu.limits import WARP, block_error
+from tunehub.targets.gpu.schedule.blocks import (
     FALLBACK_THREADS,
-    WARP,
     per_output,
     per_row,
     reduction,

@@ -55,8 +55,8 @@ from tunehub.compiler.schedule.stage import (
     term,
 )
 from tunehub.compiler.simplify import simplified
+from tunehub.targets.gpu.limits import WARP
 
-WARP = 32
 FALLBACK_THREADS = 256
 
 

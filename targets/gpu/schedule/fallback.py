@@ -11,7 +11,7 @@ from tunehub.compiler.loop import Stmt
 from tunehub.compiler.schedule.stage import Context
 from tunehub.compiler.space.space import Config
 from tunehub.targets.cpu.schedule import fallback
-from tunehub.targets.cuda.schedule.blocks import FALLBACK_THREADS, per_output
+from tunehub.targets.gpu.schedule.blocks import FALLBACK_THREADS, per_output
 
 
 class Fallback(fallback.Fallback):
