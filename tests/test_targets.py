@@ -69,3 +69,27 @@ def test_the_toy_target_tunes_exports_and_runs(toy: None, tmp_path: Path) -> Non
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 128, 128), dtype=np.float32)
     np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_the_toy_target_fuses_a_row_group(toy: None) -> None:
+    """A row group on the toy target: its own `fused_rows` lays the rows out (one loop over
+    them, every stage inside), and the fused kernel, plain C, computes what the reference
+    does."""
+    from tests.compiler.cbuild import run
+    from tunehub.compiler.inputs import random_inputs
+    from tunehub.compiler.lower import lower
+    from tunehub.compiler.program import load
+    from tunehub.compiler.reference import evaluate
+    from tunehub.compiler.space import space_for
+    from tunehub.compiler.verify import compare
+
+    program = load(json.loads((EXAMPLES / "layernorm.json").read_text()))
+    target = Target.parse("toy:scalar")
+    space = space_for(program, target)
+    fused = {**space.naive(), "g0.fuse": True}
+    assert space.check(fused) is None
+    kernel = lower(program, target, fused)
+    assert kernel.source != lower(program, target, space.naive()).source
+    inputs = random_inputs(program, {}, 0)
+    actual = run(kernel, program, inputs, {}, "x86_64")["Y"]
+    assert compare(evaluate(program, inputs, {})["Y"], actual, "float32", reduce_extent=1024).ok

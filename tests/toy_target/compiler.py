@@ -3,10 +3,11 @@ nest), rendered by `ToyRenderer`."""
 
 from __future__ import annotations
 
-from tunehub.compiler.analysis import Stage
+from tunehub.compiler.analysis import RowGroup
 from tunehub.compiler.backend import CompilerBackend, RowBodies
 from tunehub.compiler.loop import Function, Stmt, as_expr, seq, var
 from tunehub.compiler.schedule.stage import Context, Loop, nest
+from tunehub.compiler.space.space import Config
 from tunehub.targets.cpu.render import CRenderer
 from tunehub.targets.cpu.schedule.fallback import Fallback
 
@@ -28,10 +29,12 @@ class ToyCompiler(CompilerBackend):
         self.fallback = Fallback()
         self.schedules = {}
 
-    def fused_rows(self, ctx: Context, first: Stage, rows: int, members: RowBodies) -> Stmt:
+    def fused_rows(self, ctx: Context, group: RowGroup, knobs: Config, members: RowBodies) -> Stmt:
+        """The group's rows as serial loops, each row running every member (no knobs)."""
+        first = ctx.analysis.stages[group.first]
         loops = [
             Loop(ctx.fresh(axis), as_expr(size))
-            for axis, size in zip(first.axes[:rows], first.shape[:rows], strict=True)
+            for axis, size in zip(first.axes[: group.rows], first.shape[: group.rows], strict=True)
         ]
         return nest(loops, seq(members(tuple(var(lp.var) for lp in loops))))
 
