@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bench.gpu_profile import host, mismatch
-from tests.compiler.test_cuda_wmma import int4_matmul
+from tests.targets.cuda.test_wmma import int4_matmul
 from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.reference import evaluate
 

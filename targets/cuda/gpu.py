@@ -6,7 +6,7 @@ A worker imports this only inside the sandboxed child (`targets.cuda.child`), wh
 a fresh interpreter: the CUDA context is created there and dies with it, so a kernel that
 faults (a sticky error that poisons the context) or hangs costs that child, never the worker.
 
-Untested on hardware in the session that wrote it: `tests/worker/test_measure_cuda_gpu.py`
+Untested on hardware in the session that wrote it: `tests/targets/cuda/test_measure_gpu.py`
 (marked `gpu`) is its check on a machine with a GPU.
 
 Timing follows triton's `do_bench`: before every timed call the L2 cache is flushed by a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.worker.cuda_cases import needs_nvcc
+from tests.targets.cuda.cases import needs_nvcc
 from tunehub.compiler import features
 from tunehub.compiler.lower import lower
 from tunehub.compiler.program import load

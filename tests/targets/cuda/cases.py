@@ -1,5 +1,5 @@
-"""Hand-written CUDA candidates for the runner tests, emulated (`test_emulate.py`) and on a GPU
-(`test_measure_cuda_gpu.py`): one program, `out[i] = 2 * a[i] + b[i]` over a symbolic length
+"""Hand-written CUDA candidates for the runner tests, emulated (`test_emulator.py`) and on a GPU
+(`test_measure_gpu.py`): one program, `out[i] = 2 * a[i] + b[i]` over a symbolic length
 N, and kernels that get it right or fail in each way a candidate can.
 
 Each kernel follows the launch ABI of `compiler.kernel`: `(a, b, out, workspaces..., N)`.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.worker.cuda_cases import needs_nvcc
+from tests.targets.cuda.cases import needs_nvcc
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
 from tunehub.schemas.record import RecordStatus
@@ -22,7 +22,7 @@ from tunehub.worker.backend import worker_backend
 from tunehub.worker.jobs import CandidateRequest, build_candidate, measure_candidate
 
 SM90 = Target(kind="cuda", arch="sm_90")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 no_gpu = pytest.mark.skipif(bool(cuda_device.gpus()), reason="this machine has a GPU")
 
 

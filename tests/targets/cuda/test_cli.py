@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.client.test_cli import SIGNATURE, assert_user_error, tunehub
-from tests.worker.cuda_cases import needs_nvcc
+from tests.targets.cuda.cases import needs_nvcc
 from tunehub.client.cli import cli
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for

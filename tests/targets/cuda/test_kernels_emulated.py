@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.compiler.test_cuda_wmma import int4_matmul
 from tests.compiler.test_forms import program_of
 from tests.compiler.test_lower import c, signature, t
+from tests.targets.cuda.test_wmma import int4_matmul
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower
 from tunehub.compiler.space import space_for

@@ -1,8 +1,8 @@
-"""The GPU runner on a real GPU: the hand-written candidates of `cuda_cases` (right, wrong,
+"""The GPU runner on a real GPU: the hand-written candidates of `cases` (right, wrong,
 out of bounds, faulting, hanging), timing, the fingerprint, and the whole job path for a
 lowered example. Skipped where no GPU is visible (the query runs in a child process).
 
-Run on a GPU machine with `pytest -m gpu tests/worker/test_measure_cuda_gpu.py`.
+Run on a GPU machine with `pytest -m gpu tests/targets/cuda/test_measure_gpu.py`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.worker import cuda_cases as cases
+from tests.targets.cuda import cases
 from tunehub.compiler.kernel import Kernel
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
@@ -33,7 +33,7 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not GPUS, reason="no CUDA GPU visible"),
 ]
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from tunehub.runtime.abi import eval_extent
 from tunehub.schemas.target import Target
 
 CUDA = Target(kind="cuda", arch="sm_90")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def example(name: str) -> Program:

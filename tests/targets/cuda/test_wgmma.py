@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.compiler.test_cuda_wmma import assert_right, int4_matmul, matmul, modes
 from tests.compiler.test_lower import c, signature, t
+from tests.targets.cuda.test_wmma import assert_right, int4_matmul, matmul, modes
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower
 from tunehub.compiler.space import space_for

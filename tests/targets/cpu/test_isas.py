@@ -21,7 +21,7 @@ from tunehub.compiler.space import space_for
 from tunehub.schemas.target import Target
 from tunehub.worker.device import can_run
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 # The kinds of kernels the renderer writes: a packed GEMM, a fused int4 dequantize GEMM with
 # float16 inputs and output, an implicit-GEMM conv, fused row reductions, an injective map.
 PROGRAMS = ("matmul_odd", "int4_matmul", "conv2d_3x3", "softmax", "layernorm", "gelu")

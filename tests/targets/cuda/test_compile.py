@@ -24,7 +24,7 @@ from tunehub.targets.cuda.build import CudaBuilder
 
 CUDA = Target(kind="cuda", arch="sm_80")
 ARCHS = ("sm_80", "sm_90")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SAMPLES = 2
 
 # Variants of the contraction kernels the defaults and a few samples may miss.

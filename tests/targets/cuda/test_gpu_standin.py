@@ -5,7 +5,7 @@ Every call first goes to the real cuda-python binding, whose argument conversion
 it looks for the driver library: a wrong argument type fails here as it would on a GPU. Then
 the stand-in does the work on host memory and launches the kernels through the emulator
 (`kernelParams` is the very array the emulator's launchers take). What only hardware can
-tell, the driver's own behaviour, is `test_measure_cuda_gpu.py`'s to check.
+tell, the driver's own behaviour, is `test_measure_gpu.py`'s to check.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from cuda.bindings import driver as real
 
-from tests.worker import cuda_cases as cases
+from tests.targets.cuda import cases
 from tunehub.compiler.kernel import Kernel
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target

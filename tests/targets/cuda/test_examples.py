@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.worker.cuda_cases import needs_nvcc
+from tests.targets.cuda.cases import needs_nvcc
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower
 from tunehub.compiler.program import load
@@ -30,7 +30,7 @@ from tunehub.targets.cuda.build import CudaBuilder
 from tunehub.targets.cuda.check import check_configs
 from tunehub.worker.measure.case import CaseCache
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples").glob("*.json"))
 ARCHS = ("sm_80", "sm_90")
 SAMPLES = 2
 SYMBOL_VALUE = 5  # odd: partial tiles everywhere

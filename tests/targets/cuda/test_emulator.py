@@ -15,8 +15,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tests.worker import cuda_cases as cases
-from tests.worker.cuda_cases import needs_nvcc
+from tests.targets.cuda import cases
+from tests.targets.cuda.cases import needs_nvcc
 from tunehub.compiler.kernel import Kernel
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target

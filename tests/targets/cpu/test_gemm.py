@@ -27,7 +27,7 @@ from tunehub.targets.cpu.schedule.contraction import PackedGemm
 from tunehub.targets.cpu.schedule.reduction import Reduction
 
 CPU = HOST  # the kernels are run here
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SAMPLES = 6
 
 

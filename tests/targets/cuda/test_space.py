@@ -24,7 +24,7 @@ from tunehub.targets.cuda.launches import launches
 from tunehub.targets.gpu.limits import limits_for
 
 SM80 = Target(kind="cuda", arch="sm_80")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def example(name: str) -> Program:

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from tests.worker.cuda_cases import needs_nvcc
+from tests.targets.cuda.cases import needs_nvcc
 from tunehub.compiler.kernel import Kernel
 from tunehub.schemas.record import RecordStatus
 from tunehub.schemas.target import Target

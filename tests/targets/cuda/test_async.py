@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.compiler.test_cuda_wmma import (
+from tests.compiler.test_lower import c, signature, t
+from tests.targets.cuda.test_wmma import (
     SM80,
     SM90,
     VARIANTS,
@@ -24,7 +25,6 @@ from tests.compiler.test_cuda_wmma import (
     matmul,
     wmma_config,
 )
-from tests.compiler.test_lower import c, signature, t
 from tunehub.compiler.analysis import analyze
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower

@@ -3,7 +3,7 @@ of every call before anything runs, and whole calls.
 
 Without a GPU, whole calls run against the stand-in driver of `test_gpu_standin.py` (host
 memory, kernels through the emulator), on host arrays posing as device arrays through
-`__cuda_array_interface__`. With a GPU (`pytest -m gpu tests/client/test_cuda_kernel.py`),
+`__cuda_array_interface__`. With a GPU (`pytest -m gpu tests/targets/cuda/test_load_kernel.py`),
 candidates built by nvcc run on torch and cupy tensors.
 """
 
@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.compiler.test_cuda_wgmma import wgmma_config
-from tests.compiler.test_cuda_wmma import matmul
 from tests.signatures import row_matmul
-from tests.worker import cuda_cases as cases
-from tests.worker.test_gpu_standin import OK, StandIn, _driver_missing
+from tests.targets.cuda import cases
+from tests.targets.cuda.test_gpu_standin import OK, StandIn, _driver_missing
+from tests.targets.cuda.test_wgmma import wgmma_config
+from tests.targets.cuda.test_wmma import matmul
 from tunehub.client import load_kernel, save_kernel
 from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.kernel import Kernel
@@ -38,7 +38,7 @@ from tunehub.targets.cuda.emulate.emulator import EmulatedBuilder
 from tunehub.targets.cuda.kernel import CudaKernel
 from tunehub.worker.build.builder import Builder
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SM90 = Target(kind="cuda", arch="sm_90")
 MATMUL = row_matmul("matmul_rows", k=48, n=40, max_m=256)
 
