@@ -133,12 +133,13 @@ def test_data_access_loads_nothing_of_the_compiler() -> None:
 
 def test_the_service_reads_the_worker_registry_not_the_daemon() -> None:
     """The API and the tuner list workers and send measure jobs through `worker.registry` and
-    `worker.measure_lock` (call-time imports count too): the daemon's loop and CLI are only for
-    the processes that serve the queues."""
+    `worker.measure_lock` (call-time imports count too), and `tunehub worker` becomes the
+    daemon's own program: the daemon's loop and CLI are only for the processes that serve the
+    queues."""
     importers = [
         name
         for name, tree in modules().items()
-        if name.startswith("tunehub.server.")
+        if name.startswith(("tunehub.server.", "tunehub.client."))
         for node in ast.walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom)
         and "tunehub.worker.daemon" in _imported(node)

@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -163,8 +164,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         logs.configure()
         code = serve(args.redis, args.queues, args.threads, args.name, args.burst, args.gpus)
-    except ValueError as exc:
-        parser.error(str(exc))
+    except ValueError as exc:  # options that do not fit: one line, as every CLI error
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     raise SystemExit(code)
 
 

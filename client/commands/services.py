@@ -6,6 +6,8 @@ fast and the CLI works on a machine with only the worker side installed."""
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -168,17 +170,18 @@ def worker(
     gpus: str | None,
 ) -> None:
     """Build and measure candidates for the tuners (joins with only the Redis URL)."""
-    from tunehub.worker.daemon import serve
-    from tunehub.worker.queues import DEFAULT_REDIS_URL
-
-    _log_to_stderr()
-    url = redis_url or DEFAULT_REDIS_URL
-    try:
-        code = serve(url, list(queues) or None, threads, name, burst, gpus)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
-    if code:
-        raise InternalError(f"a measuring slot ended with exit status {code}")
+    # The daemon is a program of its own (`python -m tunehub.worker.daemon`, what a GPU node
+    # runs from a plain checkout): this command becomes it, so the CLI never loads its loop.
+    argv = [sys.executable, "-m", "tunehub.worker.daemon"]
+    options = {"--redis": redis_url, "--threads": threads, "--name": name, "--gpus": gpus}
+    for option, value in options.items():
+        if value is not None:
+            argv += [option, str(value)]
+    if queues:
+        argv += ["--queues", *queues]
+    if burst:
+        argv.append("--burst")
+    os.execv(sys.executable, argv)
 
 
 @click.command()
