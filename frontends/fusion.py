@@ -398,8 +398,8 @@ class _Fusion:
 
     def _rows(self, op: Op) -> tuple[tuple[int | str, ...], ...] | None:
         """A row op's rows: its input's kept and reduced extents."""
-        if self._fusion(op) != ROW or op.inputs[0] is None:
-            return None
+        if self._fusion(op) != ROW or op.inputs[0] is None or "axes" not in op.attrs:
+            return None  # a window op's (pool, lrn) are no rows
         shape, reduced = self.graph.values[op.inputs[0]].shape, op.attrs["axes"]
         kept = tuple(e for d, e in enumerate(shape) if d not in reduced)
         return kept, tuple(shape[d] for d in reduced)

@@ -11,6 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from tunehub.compiler.dtypes import to_numpy
 from tunehub.frontends.computes import (
     Call,
     Operand,
@@ -332,4 +335,80 @@ def reduction(call: Call) -> list[ComputeDecl]:
     return [
         compute(total, out.shape, acc, body, ("sum" if op == "mean" else op, rows.extents)),
         compute(out.name, out.shape, out.dtype, value),
+    ]
+
+
+# Window ops: a reduction over a window of each output position.
+
+
+def _lowest(dtype: str) -> str:
+    """The lowest finite value of a float dtype, as a literal: what a max pool's padding reads."""
+    text = number(float(np.finfo(to_numpy(dtype)).min))
+    assert text is not None  # finite
+    return text
+
+
+def pool(call: Call) -> list[ComputeDecl]:
+    """A max or average pool over the spatial dimensions (2 on) of `[N, C, ...]`: windows of
+    `kernel` taps `dilations` apart, `strides` apart, the input padded by `pads` (begins,
+    then ends). Padding reads are guarded with `where`; an average divides by the taps in
+    the input, or (`count_include_pad`) in the padded input, as ONNX's AveragePool."""
+    x, out = call.operand(0), call.out
+    kernel, strides = call.attrs["kernel"], call.attrs["strides"]
+    dilations, pads = call.attrs["dilations"], call.attrs["pads"]
+    spatial = len(kernel)
+    point = axes(len(out.shape))
+    indices, checks, counts, constant = list(point[:2]), [], [], 1
+    for d in range(spatial):
+        size, begin, end = x.shape[2 + d], pads[d], pads[spatial + d]
+        if not isinstance(size, int):
+            raise Unsupported("a pool over a symbolic dimension")
+        start = point[2 + d] if strides[d] == 1 else f"{point[2 + d]} * {strides[d]}"
+        start = f"{start} - {begin}" if begin else start
+        indices.append(_offset(point[2 + d], strides[d], f"k{d}", dilations[d], begin))
+        last = (out.shape[2 + d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] - begin  # type: ignore[operator]
+        if begin or last >= size:
+            checks += [f"{indices[-1]} >= 0", f"{indices[-1]} < {size}"]
+        low, high = (-begin, size + end) if call.attrs.get("count_include_pad") else (0, size)
+        if (out.shape[2 + d] - 1) * strides[d] + kernel[d] - begin <= high and begin <= -low:  # type: ignore[operator]
+            constant *= kernel[d]  # every window within [low, high)
+        else:
+            counts.append(f"(min({start} + {kernel[d]}, {high}) - max({start}, {low}))")
+    extents = {f"k{d}": kernel[d] for d in range(spatial)}
+    read = x.at(indices)
+    if call.attrs["op"] == "max":
+        guarded = f"where({' and '.join(checks)}, {read}, {_lowest(x.dtype)})" if checks else read
+        return [compute(out.name, out.shape, out.dtype, guarded, ("max", extents))]
+    if any(d != 1 for d in dilations):
+        raise Unsupported("an average pool with dilations")
+    acc = accumulator(x.dtype)
+    read = cast(read, x.dtype, acc)
+    guarded = f"where({' and '.join(checks)}, {read}, 0)" if checks else read
+    total = call.temp("sum")
+    factors = [*counts, str(constant)] if constant != 1 else counts
+    divisor = f"{acc}({' * '.join(factors)})" if counts else repr(float(constant))
+    value = cast(f"{total}[{', '.join(point)}] / {divisor}", acc, out.dtype)
+    return [
+        compute(total, out.shape, acc, guarded, ("sum", extents)),
+        compute(out.name, out.shape, out.dtype, value),
+    ]
+
+
+def lrn(call: Call) -> list[ComputeDecl]:
+    """ONNX's LRN: `x / (bias + alpha / size * sum of x^2 over a window of size channels)
+    ^ beta`, the window from `(size - 1) // 2` channels before to the rest after."""
+    x, out = call.operand(0), call.out
+    size, channels = call.attrs["size"], x.shape[1]
+    point = axes(len(out.shape))
+    acc = accumulator(x.dtype)
+    channel = f"{point[1]} - {(size - 1) // 2} + k0" if size > 1 else point[1]
+    tap = cast(x.at([point[0], channel, *point[2:]]), x.dtype, acc)
+    square = f"where({channel} >= 0 and {channel} < {channels}, {tap} * {tap}, 0)"
+    squares = call.temp("sumsq")
+    scale = number(call.attrs["alpha"] / size)
+    base = f"{number(call.attrs['bias'])} + {scale} * {squares}[{', '.join(point)}]"
+    value = f"{cast(x.at(point), x.dtype, acc)} / pow({base}, {number(call.attrs['beta'])})"
+    return [
+        compute(squares, out.shape, acc, square, ("sum", {"k0": size})),
+        compute(out.name, out.shape, out.dtype, cast(value, acc, out.dtype)),
     ]
