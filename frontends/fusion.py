@@ -32,9 +32,11 @@ arithmetic as written: normalizing forms is the compiler's work, not the fronten
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 
+import numpy as np
 from pydantic import ValidationError
 
 from tunehub.frontends.computes import Call, Indexing, Operand, Unsupported
@@ -119,6 +121,34 @@ def extract(graph: Graph) -> Extraction:
     no_kernel += [Skipped(op.name, op.op_type, FOLDED, flops[op.name]) for op in folded]
     values = {op.output for op in folded} | {f.name for f in graph.folded}
     return Extraction(found, skipped, no_kernel, values)
+
+
+def fold(graph: Graph, folded: set[str], values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The `folded` values the graph's ops compute (an `Extraction`'s), from `values` (its
+    weights and the frontend's own folded constants): what a runtime computes once, when it
+    loads the model, here with the reference evaluator (they are per-channel vectors, masks
+    and tables, not the model's work)."""
+    from tunehub.compiler.program import load
+    from tunehub.compiler.reference import evaluate
+
+    views, known = _Views(graph), dict[str, np.ndarray]()
+    for op in graph.ops:
+        if KINDS[op.kind].fusion == VIEW:
+            with suppress(Unsupported):
+                views.add(op)
+    for op in graph.ops:
+        if op.output not in folded or op.output in views.ops:
+            continue
+        signature, inputs = _signature(graph, views, [op], [op.output])
+        program = load(signature)
+        arrays = {
+            decl.name: np.asarray(known[value] if value in known else values[value]).reshape(
+                program.shape_of(decl.name, {})
+            )
+            for decl, value in zip(program.inputs, inputs, strict=True)
+        }
+        (known[op.output],) = evaluate(program, arrays, {}).values()
+    return {value: known[value] for value in folded if value in known}
 
 
 def _constants(graph: Graph, ops: Sequence[Op]) -> set[str]:

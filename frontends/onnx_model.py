@@ -95,6 +95,17 @@ _SMALL = 64
 def read(path: Path, ranges: Mapping[str, SymbolDecl] | None = None) -> TaskSet:
     """The task set of the ONNX model in `path`, a symbol named in `ranges` over that range;
     ModelError when the file is not a valid model."""
+    graph, found = load(path, ranges)
+    return taskset.build(
+        f"onnx:{path.name}", graph.symbols, found.found, found.skipped, found.no_kernel
+    )
+
+
+def load(
+    path: Path, ranges: Mapping[str, SymbolDecl] | None = None
+) -> tuple[Graph, fusion.Extraction]:
+    """The graph of the ONNX model in `path` and what its ops become (each task with its
+    place in the graph: what a runtime needs to run the model with the tasks' kernels)."""
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -106,10 +117,7 @@ def read(path: Path, ranges: Mapping[str, SymbolDecl] | None = None) -> TaskSet:
     except OSError as exc:
         raise ModelError(f"cannot read {path}: {exc.strerror or exc}") from exc
     graph = _Reader(model, ranges or {}).graph()
-    found = fusion.extract(graph)
-    return taskset.build(
-        f"onnx:{path.name}", graph.symbols, found.found, found.skipped, found.no_kernel
-    )
+    return graph, fusion.extract(graph)
 
 
 class _Reader:
@@ -216,7 +224,7 @@ class _Reader:
             if any(out and self._used(out) for out in node.output[1:]):
                 raise Unsupported("its outputs after the first are used")
             if op_type == "ConstantOfShape":
-                self._filled(name, node, attrs)
+                self._filled(node, attrs)
                 return
             if op_type == "BatchNormalization":
                 values, ops = onnx_cnn.batch_norm(
@@ -232,7 +240,7 @@ class _Reader:
         self.values[node.output[0]] = Value(node.output[0], shape, dtype)
         self.ops.append(Op(name, op_type, kind, inputs, node.output[0], params))
 
-    def _filled(self, name: str, node: onnx.NodeProto, attrs: dict[str, Any]) -> None:
+    def _filled(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> None:
         """A ConstantOfShape of a known shape: a weight (the zoo's stand-in for one), known when
         the model is loaded; a small one a constant like an initializer."""
         value = attrs.get("value")
@@ -246,7 +254,8 @@ class _Reader:
             self._constant(node.output[0], self.onnx.numpy_helper.from_array(array))
         else:
             self.values[node.output[0]] = Value(node.output[0], shape, dtype, constant=True)
-        self.weights.append(taskset.Skipped(name, "ConstantOfShape", WEIGHT, 0))
+        # Named by its value, as every folded constant is (`Graph.folded`).
+        self.weights.append(taskset.Skipped(node.output[0], "ConstantOfShape", WEIGHT, 0))
 
     def _attribute(self, attribute: onnx.AttributeProto) -> Any:
         """An attribute's value; a float as its shortest text in float32, the precision ONNX
