@@ -61,14 +61,13 @@ def pool(
             count -= 1  # the last window would start in the padding
         out.append(count)
     params = {
-        "op": "max" if op_type == "MaxPool" else "avg",
         "kernel": kernel,
         "strides": strides,
         "dilations": dilations,
         "pads": pads,
         "count_include_pad": bool(attrs.get("count_include_pad", 0)),
     }
-    return "pool", params, (*shape[:2], *out)
+    return ("max_pool" if op_type == "MaxPool" else "avg_pool"), params, (*shape[:2], *out)
 
 
 def batch_norm(

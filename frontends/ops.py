@@ -8,7 +8,7 @@ kind and its parameters. The classes:
 - contraction: matmul, gemm, linear, conv2d, matmul_nbits (int4 weight-only), attention
   (`attention`: written as its eager form's matmuls and softmax);
 - row: softmax (log_softmax with `log`), layer_norm, rms_norm, reduce (a reduction over
-  `axes`), pool (max or average over windows) and lrn (a sum over a window of channels);
+  `axes`), max_pool and avg_pool (over windows) and lrn (a sum over a window of channels);
 - injective: elementwise ops (sum: of any number of operands), casts, dequantize, concat
   and gather (an element picked by an index tensor), whose computes are written here; the
   others' are in `reductions`;
@@ -362,6 +362,7 @@ KINDS: dict[str, Kind] = {
     "layer_norm": Kind(ROW, reductions.layer_norm),
     "rms_norm": Kind(ROW, reductions.rms_norm),
     "reduce": Kind(ROW, reductions.reduction),
-    "pool": Kind(ROW, reductions.pool),
+    "max_pool": Kind(ROW, reductions.max_pool),
+    "avg_pool": Kind(ROW, reductions.avg_pool),
     "lrn": Kind(ROW, reductions.lrn),
 }

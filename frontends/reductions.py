@@ -348,49 +348,79 @@ def _lowest(dtype: str) -> str:
     return text
 
 
-def pool(call: Call) -> list[ComputeDecl]:
-    """A max or average pool over the spatial dimensions (2 on) of `[N, C, ...]`: windows of
-    `kernel` taps `dilations` apart, `strides` apart, the input padded by `pads` (begins,
-    then ends). Padding reads are guarded with `where`; an average divides by the taps in
-    the input, or (`count_include_pad`) in the padded input, as ONNX's AveragePool."""
-    x, out = call.operand(0), call.out
-    kernel, strides = call.attrs["kernel"], call.attrs["strides"]
-    dilations, pads = call.attrs["dilations"], call.attrs["pads"]
-    spatial = len(kernel)
+@dataclass(frozen=True)
+class _Windows:
+    """A pool's windows over the spatial dimensions (2 on) of `[N, C, ...]`: `kernel` taps
+    `dilations` apart, `strides` apart, the input padded by `pads` (begins, then ends). At
+    a point of the output: `read`, the input at tap `k0..`; `guard`, the bounds the read
+    must be checked against (none where no window reaches the padding)."""
+
+    read: str
+    guard: str | None
+    extents: dict[str, Extent]
+
+
+def _windows(call: Call) -> tuple[_Windows, list[str]]:
+    """The windows of a pool, and per spatial dimension the start of a window (its first
+    tap's position, before dilation) at the output's point."""
+    x, out, attrs = call.operand(0), call.out, call.attrs
+    kernel, strides, dilations, pads = (
+        attrs[k] for k in ("kernel", "strides", "dilations", "pads")
+    )
     point = axes(len(out.shape))
-    indices, checks, counts, constant = list(point[:2]), [], [], 1
-    for d in range(spatial):
-        size, begin, end = x.shape[2 + d], pads[d], pads[spatial + d]
-        if not isinstance(size, int):
+    indices, checks, starts = list(point[:2]), [], []
+    for d, (size, extent) in enumerate(zip(x.shape[2:], out.shape[2:], strict=True)):
+        if not (isinstance(size, int) and isinstance(extent, int)):
             raise Unsupported("a pool over a symbolic dimension")
+        begin = pads[d]
         start = point[2 + d] if strides[d] == 1 else f"{point[2 + d]} * {strides[d]}"
-        start = f"{start} - {begin}" if begin else start
+        starts.append(f"{start} - {begin}" if begin else start)
         indices.append(_offset(point[2 + d], strides[d], f"k{d}", dilations[d], begin))
-        last = (out.shape[2 + d] - 1) * strides[d] + (kernel[d] - 1) * dilations[d] - begin  # type: ignore[operator]
+        last = (extent - 1) * strides[d] + (kernel[d] - 1) * dilations[d] - begin
         if begin or last >= size:
             checks += [f"{indices[-1]} >= 0", f"{indices[-1]} < {size}"]
-        low, high = (-begin, size + end) if call.attrs.get("count_include_pad") else (0, size)
-        if (out.shape[2 + d] - 1) * strides[d] + kernel[d] - begin <= high and begin <= -low:  # type: ignore[operator]
-            constant *= kernel[d]  # every window within [low, high)
-        else:
-            counts.append(f"(min({start} + {kernel[d]}, {high}) - max({start}, {low}))")
-    extents = {f"k{d}": kernel[d] for d in range(spatial)}
-    read = x.at(indices)
-    if call.attrs["op"] == "max":
-        guarded = f"where({' and '.join(checks)}, {read}, {_lowest(x.dtype)})" if checks else read
-        return [compute(out.name, out.shape, out.dtype, guarded, ("max", extents))]
-    if any(d != 1 for d in dilations):
+    guard = " and ".join(checks) or None
+    extents: dict[str, Extent] = {f"k{d}": taps for d, taps in enumerate(kernel)}
+    return _Windows(x.at(indices), guard, extents), starts
+
+
+def max_pool(call: Call) -> list[ComputeDecl]:
+    """The largest tap of each window; padding reads the dtype's lowest finite value."""
+    x, out = call.operand(0), call.out
+    windows, _ = _windows(call)
+    value = windows.read
+    if windows.guard:
+        value = f"where({windows.guard}, {value}, {_lowest(x.dtype)})"
+    return [compute(out.name, out.shape, out.dtype, value, ("max", windows.extents))]
+
+
+def avg_pool(call: Call) -> list[ComputeDecl]:
+    """The mean of each window's taps inside the input, or (`count_include_pad`) inside the
+    padded input, as ONNX's AveragePool: a count per output position only where windows
+    are clipped."""
+    x, out, attrs = call.operand(0), call.out, call.attrs
+    if any(d != 1 for d in attrs["dilations"]):
         raise Unsupported("an average pool with dilations")
-    acc = accumulator(x.dtype)
-    read = cast(read, x.dtype, acc)
-    guarded = f"where({' and '.join(checks)}, {read}, 0)" if checks else read
+    windows, starts = _windows(call)
+    spatial, acc = len(starts), accumulator(x.dtype)
+    counts, constant = [], 1
+    for d, start in enumerate(starts):
+        size, extent = int(x.shape[2 + d]), int(out.shape[2 + d])  # ints (`_windows`)
+        taps, begin, end = attrs["kernel"][d], attrs["pads"][d], attrs["pads"][spatial + d]
+        low, high = (-begin, size + end) if attrs["count_include_pad"] else (0, size)
+        if -begin >= low and (extent - 1) * attrs["strides"][d] + taps - begin <= high:
+            constant *= taps  # every window within [low, high)
+        else:
+            counts.append(f"(min({start} + {taps}, {high}) - max({start}, {low}))")
+    read = cast(windows.read, x.dtype, acc)
+    value = f"where({windows.guard}, {read}, 0)" if windows.guard else read
     total = call.temp("sum")
     factors = [*counts, str(constant)] if constant != 1 else counts
     divisor = f"{acc}({' * '.join(factors)})" if counts else repr(float(constant))
-    value = cast(f"{total}[{', '.join(point)}] / {divisor}", acc, out.dtype)
+    mean = cast(f"{total}[{', '.join(axes(len(out.shape)))}] / {divisor}", acc, out.dtype)
     return [
-        compute(total, out.shape, acc, guarded, ("sum", extents)),
-        compute(out.name, out.shape, out.dtype, value),
+        compute(total, out.shape, acc, value, ("sum", windows.extents)),
+        compute(out.name, out.shape, out.dtype, mean),
     ]
 
 

@@ -32,7 +32,7 @@ ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = sorted(path.stem.removeprefix("light_") for path in ZOO.glob("light_*.onnx"))
 
 
-class LRN(ReferenceLRN):  # type: ignore[misc]
+class LRN(ReferenceLRN):
     """ONNX's LRN as its specification says: the reference evaluator's (onnx 1.23) loops over
     the batch where it means the channels, so channels past the batch size sum nothing."""
 
@@ -44,7 +44,7 @@ class LRN(ReferenceLRN):  # type: ignore[misc]
         return ((x / (bias + alpha / size * squares) ** beta).astype(x.dtype),)
 
 
-class Softmax(OpRun):  # type: ignore[misc]
+class Softmax(OpRun):
     """Softmax before opset 13, as its specification says: over all dimensions from `axis`
     on (the reference evaluator's takes opset 13's meaning, one dimension, at every opset)."""
 
@@ -56,7 +56,7 @@ class Softmax(OpRun):  # type: ignore[misc]
         return ((exps / exps.sum(axis=1, keepdims=True)).reshape(x.shape).astype(x.dtype),)
 
 
-class BatchNormalization(OpRun):  # type: ignore[misc]
+class BatchNormalization(OpRun):
     """BatchNormalization at opsets 9 to 13 in inference, as specified (the reference
     evaluator's blends in the batch's statistics whenever `momentum` has a value, and gives
     it its default)."""
@@ -84,7 +84,7 @@ class Weights(dict[str, np.ndarray]):
 
     def __missing__(self, name: str) -> np.ndarray:
         shape = self.graph.values[name].shape
-        self[name] = self.rng.uniform(0.5, 1.5, shape).astype(np.float32)  # type: ignore[arg-type]
+        self[name] = self.rng.uniform(0.5, 1.5, shape).astype(np.float32)
         return self[name]
 
 
@@ -115,9 +115,7 @@ def check(expected: np.ndarray, got: tuple[np.ndarray, Any, str], label: Any = "
     assert result.ok, (label, name, result)
 
 
-def check_tasks(
-    model: Any, tasks: Iterable[Found], values: Mapping[str, np.ndarray], graph: Graph
-) -> None:
+def check_tasks(tasks: Iterable[Found], values: Mapping[str, np.ndarray]) -> None:
     """Each task's kernel, fed `values` (the reference's, and the folded constants), returns
     the reference's values for its outputs."""
     for found in tasks:
@@ -208,7 +206,7 @@ def test_every_cnn_op_is_mapped_and_its_kernels_match_the_reference(tmp_path: Pa
     values = Weights(model, graph)
     values.update(feeds | reference(model).run(None, feeds, intermediate=True))
     values.update(fusion.fold(graph, found.folded, values))
-    check_tasks(model, found.found, values, graph)
+    check_tasks(found.found, values)
 
 
 def test_a_computed_index_gathers_with_bounds_guarded(tmp_path: Path) -> None:
@@ -220,20 +218,22 @@ def test_a_computed_index_gathers_with_bounds_guarded(tmp_path: Path) -> None:
         helper.make_node("Relu", ["rows"], ["out"]),
     ]
     table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(6, 2) - 5, "table")
-    graph = helper.make_graph(
-        nodes,
-        "gather",
-        [helper.make_tensor_value_info("i", TensorProto.INT32, [3])],
-        [helper.make_tensor_value_info("out", F32, [3, 2])],
-        [table],
+    model = helper.make_model(
+        helper.make_graph(
+            nodes,
+            "gather",
+            [helper.make_tensor_value_info("i", TensorProto.INT32, [3])],
+            [helper.make_tensor_value_info("out", F32, [3, 2])],
+            [table],
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    graph_, found = loaded(model, tmp_path)
-    (task,) = found.found
+    graph, found = loaded(model, tmp_path)
+    assert [task.signature.name for task in found.found] == ["cast_gather_relu"]
     feeds = {"i": np.array([5, -6, 1], np.int32)}
-    values = Weights(model, graph_)
+    values = Weights(model, graph)
     values.update(feeds | reference(model).run(None, feeds, intermediate=True))
-    check_tasks(model, [task], values, graph_)
+    check_tasks(found.found, values)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -271,18 +271,18 @@ def test_squeezenet_run_task_by_task_is_the_reference_end_to_end() -> None:
     assert "softmaxout_1" in values and graph.outputs == ["softmaxout_1"]
 
 
-def zoo_tasks() -> dict[tuple[str, ...], tuple[str, Found]]:
-    """Across the zoo, for each set of op types a task is made of, its task of fewest FLOPs
-    (and its model)."""
-    chosen: dict[tuple[str, ...], tuple[str, Found, int]] = {}
+def zoo_tasks() -> list[tuple[tuple[str, ...], str, Graph, fusion.Extraction, Found]]:
+    """Across the zoo, for each set of op types a task is made of, its task of fewest FLOPs,
+    with its model's name, graph and extraction."""
+    chosen: dict[tuple[str, ...], tuple[int, str, Graph, fusion.Extraction, Found]] = {}
     for name in MODELS:
-        _, found = onnx_model.load(ZOO / f"light_{name}.onnx")
+        graph, found = onnx_model.load(ZOO / f"light_{name}.onnx")
         for task in found.found:
             kinds = tuple(sorted({source.op_type for source in task.sources}))
             flops = signature_flops(task.signature.computes, {})
-            if kinds not in chosen or flops < chosen[kinds][2]:
-                chosen[kinds] = (name, task, flops)
-    return {kinds: (name, task) for kinds, (name, task, _) in chosen.items()}
+            if kinds not in chosen or flops < chosen[kinds][0]:
+                chosen[kinds] = (flops, name, graph, found, task)
+    return [(kinds, *entry[1:]) for kinds, entry in chosen.items()]
 
 
 def test_each_kind_of_zoo_task_matches_the_reference() -> None:
@@ -290,9 +290,8 @@ def test_each_kind_of_zoo_task_matches_the_reference() -> None:
     kernel, fed random activations and weights, computes what the reference evaluator
     computes from the model's own nodes of that task."""
     rng = np.random.default_rng(4)
-    for kinds, (name, task) in zoo_tasks().items():
+    for kinds, name, graph, found, task in zoo_tasks():
         model = onnx.load(str(ZOO / f"light_{name}.onnx"))
-        graph, found = onnx_model.load(ZOO / f"light_{name}.onnx")
         assert task.binding is not None
         inside = {*task.binding.computed, *task.binding.views}
         nodes = [n for n in model.graph.node if n.output and n.output[0] in inside]
@@ -302,7 +301,7 @@ def test_each_kind_of_zoo_task_matches_the_reference() -> None:
         feeds = {
             v: weights[v]
             if graph.values[v].constant
-            else rng.uniform(-1, 1, graph.values[v].shape).astype(np.float32)  # type: ignore[arg-type]
+            else rng.uniform(-1, 1, graph.values[v].shape).astype(np.float32)
             for v in reads
         }
         sub = helper.make_graph(
