@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tunehub.frontends import fusion, onnx_cnn, taskset
+from tunehub.frontends import fusion, onnx_cnn, onnx_shapes, taskset
 from tunehub.frontends.computes import Unsupported
 from tunehub.frontends.errors import ModelError
 from tunehub.frontends.graph import Graph, Op, Value
@@ -220,6 +220,10 @@ class _Reader:
         if op_type == "Constant" and len(attrs) == 1 and (tensor := self._attribute_tensor(attrs)):
             self._constant(node.output[0], tensor)
             return
+        if (value := self._shape_arithmetic(node)) is not None:
+            self._constant(node.output[0], self.onnx.numpy_helper.from_array(value))
+            self.weights.append(taskset.Skipped(node.output[0], op_type, fusion.FOLDED, 0))
+            return
         try:
             if any(out and self._used(out) for out in node.output[1:]):
                 raise Unsupported("its outputs after the first are used")
@@ -239,6 +243,25 @@ class _Reader:
             return
         self.values[node.output[0]] = Value(node.output[0], shape, dtype)
         self.ops.append(Op(name, op_type, kind, inputs, node.output[0], params))
+
+    def _shape_arithmetic(self, node: onnx.NodeProto) -> np.ndarray | None:
+        """The value of `node` where it computes a small constant from constants and shapes
+        alone (`onnx_shapes`); None otherwise."""
+        source = self.values.get(node.input[0]) if node.input else None
+        shape = None if source is None else source.shape[: self._rank(source)]
+        info = self.inferred.get(node.output[0]) if node.output else None
+        dims = (
+            info.type.tensor_type.shape.dim
+            if info and info.type.tensor_type.HasField("shape")
+            else None
+        )
+        small = dims is not None and all(d.HasField("dim_value") for d in dims)
+        small = small and math.prod(d.dim_value for d in dims or []) <= _SMALL
+        opset = self.opset.get("ai.onnx", 13)
+        value = onnx_shapes.fold(node, opset, self.arrays, shape, small)
+        if value is None or value.size > _SMALL:
+            return None
+        return value
 
     def _filled(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> None:
         """A ConstantOfShape of a known shape: a weight (the zoo's stand-in for one), known when

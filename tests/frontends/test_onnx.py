@@ -277,3 +277,30 @@ def test_a_malformed_file_is_refused_in_one_line(tmp_path: Path, data: bytes) ->
     with pytest.raises(ModelError, match=r"bad.onnx: not a valid ONNX model") as refused:
         onnx_model.read(path)
     assert "\n" not in str(refused.value)
+
+
+def test_shape_arithmetic_is_folded_and_its_reshape_is_a_view(tmp_path: Path) -> None:
+    """Shape, Gather, Unsqueeze and Concat computing a Reshape's target (as exporters write
+    a flatten) are folded when the file is read: the Reshape is a view, and the one kernel
+    is the Relu that reads it."""
+    nodes = [
+        helper.make_node("Shape", ["X"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["batch"], axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"]),
+        helper.make_node("Concat", ["batch1", "minus_one"], ["target"], axis=0),
+        helper.make_node("Reshape", ["X", "target"], ["flat"]),
+        helper.make_node("Relu", ["flat"], ["Y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], np.int64), "axes"),
+        numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+    ]
+    x = helper.make_tensor_value_info("X", F32, [2, 3, 4])
+    y = helper.make_tensor_value_info("Y", F32, [2, 12])
+    model = build(nodes, [x], [y], inits)
+    taskset = extract(model, tmp_path)
+    assert [t.signature.name for t in taskset.tasks] == ["relu"] and taskset.left_out == []
+    folded = {e.op for e in taskset.no_kernel if e.reason.startswith("computed once")}
+    assert folded == {"Shape", "Gather", "Unsqueeze", "Concat"}
+    check_against_onnx(model, taskset, {"X": RNG.standard_normal((2, 3, 4), np.float32)}, {})
