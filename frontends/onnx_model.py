@@ -1,12 +1,14 @@
 """The ONNX frontend: an `.onnx` file's graph as a `graph.Graph`, then a task set.
 
 The file is parsed as protobuf (`onnx.load`, external weights left unread: only their shapes
-matter) and checked (`onnx.checker`); nothing in it is executed. Each node becomes an op of a
-kind `ops` knows, with its output's shape worked out here (ONNX's own shape inference does
-not know contrib ops such as MatMulNBits, nor anything after them); a node of another type,
-or with inputs whose shapes are unknown, is left out with its reason. Initializers and
-Constant nodes are weights; a one-element one is a literal in the expressions. A symbolic
-dimension (`dim_param`) is a symbol over `taskset.SYMBOL_RANGE`.
+matter) and checked (`onnx.checker`); nothing in it is executed but shape arithmetic on
+small constants (`onnx_shapes`: ONNX's own ops, by its reference evaluator). Each node
+becomes an op of a kind `ops` knows, with its output's shape worked out here (ONNX's own
+shape inference does not know contrib ops such as MatMulNBits, nor anything after them); a
+node of another type, or with inputs whose shapes are unknown, is left out with its reason.
+Initializers and Constant nodes are weights; a one-element one is a literal in the
+expressions; a ConstantOfShape of known shape is a weight too. A symbolic dimension
+(`dim_param`) is a symbol over `taskset.SYMBOL_RANGE`.
 """
 
 from __future__ import annotations
