@@ -270,8 +270,25 @@ class _Fusion:
                 if self._fusion(op) == fusion:
                     members = self._grow(seed, len(groups))
                     groups.append([self.ops[n] for n in sorted(members)])
-        groups = self._attention(groups)
-        return sorted(groups, key=lambda group: self.position[group[0].name])
+        return self._in_order(self._attention(groups))
+
+    def _in_order(self, groups: list[list[Op]]) -> list[list[Op]]:
+        """The groups in an order they can run in: each after the groups it reads, else by
+        its first op (a conv whose epilogue concatenates another conv's output runs after
+        that conv, though its first op comes before)."""
+        of = {self.producer[op.output]: g for g, group in enumerate(groups) for op in group}
+        needs = [
+            {of[p] for op in group for p in self._producers(self.producer[op.output]) if p in of}
+            - {g}
+            for g, group in enumerate(groups)
+        ]
+        waiting = sorted(range(len(groups)), key=lambda g: self.position[groups[g][0].name])
+        done: dict[int, None] = {}  # in order
+        while waiting:
+            ready = next((g for g in waiting if needs[g] <= done.keys()), waiting[0])
+            waiting.remove(ready)
+            done[ready] = None
+        return [groups[g] for g in done]
 
     def _attention(self, groups: list[list[Op]]) -> list[list[Op]]:
         """Each softmax between two contractions, the scores it reads and the contraction
