@@ -32,9 +32,11 @@ arithmetic as written: normalizing forms is the compiler's work, not the fronten
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 
+import numpy as np
 from pydantic import ValidationError
 
 from tunehub.frontends.computes import Call, Indexing, Operand, Unsupported
@@ -119,6 +121,34 @@ def extract(graph: Graph) -> Extraction:
     no_kernel += [Skipped(op.name, op.op_type, FOLDED, flops[op.name]) for op in folded]
     values = {op.output for op in folded} | {f.name for f in graph.folded}
     return Extraction(found, skipped, no_kernel, values)
+
+
+def fold(graph: Graph, folded: set[str], values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The `folded` values the graph's ops compute (an `Extraction`'s), from `values` (its
+    weights and the frontend's own folded constants): what a runtime computes once, when it
+    loads the model, here with the reference evaluator (they are per-channel vectors, masks
+    and tables, not the model's work)."""
+    from tunehub.compiler.program import load
+    from tunehub.compiler.reference import evaluate
+
+    views, known = _Views(graph), dict[str, np.ndarray]()
+    for op in graph.ops:
+        if KINDS[op.kind].fusion == VIEW:
+            with suppress(Unsupported):
+                views.add(op)
+    for op in graph.ops:
+        if op.output not in folded or op.output in views.ops:
+            continue
+        signature, inputs = _signature(graph, views, [op], [op.output])
+        program = load(signature)
+        arrays = {
+            decl.name: np.asarray(known[value] if value in known else values[value]).reshape(
+                program.shape_of(decl.name, {})
+            )
+            for decl, value in zip(program.inputs, inputs, strict=True)
+        }
+        (known[op.output],) = evaluate(program, arrays, {}).values()
+    return {value: known[value] for value in folded if value in known}
 
 
 def _constants(graph: Graph, ops: Sequence[Op]) -> set[str]:
@@ -240,8 +270,25 @@ class _Fusion:
                 if self._fusion(op) == fusion:
                     members = self._grow(seed, len(groups))
                     groups.append([self.ops[n] for n in sorted(members)])
-        groups = self._attention(groups)
-        return sorted(groups, key=lambda group: self.position[group[0].name])
+        return self._in_order(self._attention(groups))
+
+    def _in_order(self, groups: list[list[Op]]) -> list[list[Op]]:
+        """The groups in an order they can run in: each after the groups it reads, else by
+        its first op (a conv whose epilogue concatenates another conv's output runs after
+        that conv, though its first op comes before)."""
+        of = {self.producer[op.output]: g for g, group in enumerate(groups) for op in group}
+        needs = [
+            {of[p] for op in group for p in self._producers(self.producer[op.output]) if p in of}
+            - {g}
+            for g, group in enumerate(groups)
+        ]
+        waiting = sorted(range(len(groups)), key=lambda g: self.position[groups[g][0].name])
+        done: dict[int, None] = {}  # in order
+        while waiting:
+            ready = next((g for g in waiting if needs[g] <= done.keys()), waiting[0])
+            waiting.remove(ready)
+            done[ready] = None
+        return [groups[g] for g in done]
 
     def _attention(self, groups: list[list[Op]]) -> list[list[Op]]:
         """Each softmax between two contractions, the scores it reads and the contraction
@@ -398,8 +445,8 @@ class _Fusion:
 
     def _rows(self, op: Op) -> tuple[tuple[int | str, ...], ...] | None:
         """A row op's rows: its input's kept and reduced extents."""
-        if self._fusion(op) != ROW or op.inputs[0] is None:
-            return None
+        if self._fusion(op) != ROW or op.inputs[0] is None or "axes" not in op.attrs:
+            return None  # a window op's (pool, lrn) are no rows
         shape, reduced = self.graph.values[op.inputs[0]].shape, op.attrs["axes"]
         kept = tuple(e for d, e in enumerate(shape) if d not in reduced)
         return kept, tuple(shape[d] for d in reduced)

@@ -56,7 +56,8 @@ class Graph:
     computed before it, `outputs` the values the model returns, `skipped` the ops left out
     and `skipped_reads` the values they read (which a kernel must write all the same), and
     `folded` the ops whose values depend on constants and shapes alone, which a frontend
-    writes no op for: their values are constants, computed once when the model is loaded."""
+    writes no op for: their values are constants, computed once when the model is loaded
+    (each named by its value)."""
 
     symbols: dict[str, SymbolDecl]
     values: dict[str, Value]

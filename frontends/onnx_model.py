@@ -1,23 +1,26 @@
 """The ONNX frontend: an `.onnx` file's graph as a `graph.Graph`, then a task set.
 
 The file is parsed as protobuf (`onnx.load`, external weights left unread: only their shapes
-matter) and checked (`onnx.checker`); nothing in it is executed. Each node becomes an op of a
-kind `ops` knows, with its output's shape worked out here (ONNX's own shape inference does
-not know contrib ops such as MatMulNBits, nor anything after them); a node of another type,
-or with inputs whose shapes are unknown, is left out with its reason. Initializers and
-Constant nodes are weights; a one-element one is a literal in the expressions. A symbolic
-dimension (`dim_param`) is a symbol over `taskset.SYMBOL_RANGE`.
+matter) and checked (`onnx.checker`); nothing in it is executed but shape arithmetic on
+small constants (`onnx_shapes`: ONNX's own ops, by its reference evaluator). Each node
+becomes an op of a kind `ops` knows, with its output's shape worked out here (ONNX's own
+shape inference does not know contrib ops such as MatMulNBits, nor anything after them); a
+node of another type, or with inputs whose shapes are unknown, is left out with its reason.
+Initializers and Constant nodes are weights; a one-element one is a literal in the
+expressions; a ConstantOfShape of known shape is a weight too. A symbolic dimension
+(`dim_param`) is a symbol over `taskset.SYMBOL_RANGE`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tunehub.frontends import fusion, taskset
+from tunehub.frontends import fusion, onnx_cnn, onnx_shapes, taskset
 from tunehub.frontends.computes import Unsupported
 from tunehub.frontends.errors import ModelError
 from tunehub.frontends.graph import Graph, Op, Value
@@ -85,6 +88,7 @@ _REDUCTIONS = {
     "ReduceMin": "min",
     "ReduceProd": "prod",
 }
+WEIGHT = "a weight: its value is known when the model is loaded"
 _RESHAPES = ("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand")
 # Arrays read from initializers (a Reshape's shape, a reduction's axes) stay this small.
 _SMALL = 64
@@ -93,6 +97,17 @@ _SMALL = 64
 def read(path: Path, ranges: Mapping[str, SymbolDecl] | None = None) -> TaskSet:
     """The task set of the ONNX model in `path`, a symbol named in `ranges` over that range;
     ModelError when the file is not a valid model."""
+    graph, found = load(path, ranges)
+    return taskset.build(
+        f"onnx:{path.name}", graph.symbols, found.found, found.skipped, found.no_kernel
+    )
+
+
+def load(
+    path: Path, ranges: Mapping[str, SymbolDecl] | None = None
+) -> tuple[Graph, fusion.Extraction]:
+    """The graph of the ONNX model in `path` and what its ops become (each task with its
+    place in the graph: what a runtime needs to run the model with the tasks' kernels)."""
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -104,10 +119,7 @@ def read(path: Path, ranges: Mapping[str, SymbolDecl] | None = None) -> TaskSet:
     except OSError as exc:
         raise ModelError(f"cannot read {path}: {exc.strerror or exc}") from exc
     graph = _Reader(model, ranges or {}).graph()
-    found = fusion.extract(graph)
-    return taskset.build(
-        f"onnx:{path.name}", graph.symbols, found.found, found.skipped, found.no_kernel
-    )
+    return graph, fusion.extract(graph)
 
 
 class _Reader:
@@ -125,6 +137,7 @@ class _Reader:
         self.arrays: dict[str, np.ndarray] = {}  # small constants, by value name
         self.ops: list[Op] = []
         self.skipped: list[tuple[str, str, str, tuple[Extent, ...] | None]] = []
+        self.weights: list[taskset.Skipped] = []  # ConstantOfShape: weights filled at load
         try:
             inferred = onnx.shape_inference.infer_shapes(model).graph
         except (onnx.shape_inference.InferenceError, ValueError):  # a help, not a requirement
@@ -151,7 +164,8 @@ class _Reader:
             )
             for name, op_type, reason, shape in self.skipped
         ]
-        return Graph(self.symbols, self.values, self.ops, [o.name for o in g.output], skipped)
+        outputs = [o.name for o in g.output]
+        return Graph(self.symbols, self.values, self.ops, outputs, skipped, folded=self.weights)
 
     def _constant(self, name: str, tensor: onnx.TensorProto) -> None:
         dtype = _DTYPES.get(tensor.data_type)
@@ -208,15 +222,65 @@ class _Reader:
         if op_type == "Constant" and len(attrs) == 1 and (tensor := self._attribute_tensor(attrs)):
             self._constant(node.output[0], tensor)
             return
+        if (value := self._shape_arithmetic(node)) is not None:
+            self._constant(node.output[0], self.onnx.numpy_helper.from_array(value))
+            self.weights.append(taskset.Skipped(node.output[0], op_type, fusion.FOLDED, 0))
+            return
         try:
             if any(out and self._used(out) for out in node.output[1:]):
                 raise Unsupported("its outputs after the first are used")
+            if op_type == "ConstantOfShape":
+                self._filled(node, attrs)
+                return
+            if op_type == "BatchNormalization":
+                values, ops = onnx_cnn.batch_norm(
+                    name, [n or None for n in node.input], self.values, node.output[0], attrs
+                )
+                self.values.update((v.name, v) for v in values)
+                self.ops += ops
+                return
             kind, inputs, params, shape, dtype = self._translate(op_type, node, attrs)
         except Unsupported as exc:
             self._skip(name, op_type, str(exc), node)
             return
         self.values[node.output[0]] = Value(node.output[0], shape, dtype)
         self.ops.append(Op(name, op_type, kind, inputs, node.output[0], params))
+
+    def _shape_arithmetic(self, node: onnx.NodeProto) -> np.ndarray | None:
+        """The value of `node` where it computes a small constant from constants and shapes
+        alone (`onnx_shapes`); None otherwise."""
+        source = self.values.get(node.input[0]) if node.input else None
+        shape = None if source is None else source.shape[: self._rank(source)]
+        info = self.inferred.get(node.output[0]) if node.output else None
+        dims = (
+            info.type.tensor_type.shape.dim
+            if info and info.type.tensor_type.HasField("shape")
+            else None
+        )
+        small = dims is not None and all(d.HasField("dim_value") for d in dims)
+        small = small and math.prod(d.dim_value for d in dims or []) <= _SMALL
+        opset = self.opset.get("ai.onnx", 13)
+        value = onnx_shapes.fold(node, opset, self.arrays, shape, small)
+        if value is None or value.size > _SMALL:
+            return None
+        return value
+
+    def _filled(self, node: onnx.NodeProto, attrs: dict[str, Any]) -> None:
+        """A ConstantOfShape of a known shape: a weight (the zoo's stand-in for one), known when
+        the model is loaded; a small one a constant like an initializer."""
+        value = attrs.get("value")
+        fill = np.zeros(1, np.float32) if value is None else self.onnx.numpy_helper.to_array(value)
+        shape = tuple(self._array(node.input[0] if node.input else None))
+        dtype = _DTYPES.get(self.onnx.helper.np_dtype_to_tensor_dtype(fill.dtype))
+        if dtype is None:
+            raise Unsupported(f"a fill of dtype {fill.dtype}, which signatures lack")
+        if math.prod(shape) <= _SMALL:
+            array = np.full(shape, fill.reshape(-1)[0], fill.dtype)
+            self._constant(node.output[0], self.onnx.numpy_helper.from_array(array))
+        else:
+            self.values[node.output[0]] = Value(node.output[0], shape, dtype, constant=True)
+        # Named by its value, as every folded constant is (`Graph.folded`).
+        self.weights.append(taskset.Skipped(node.output[0], "ConstantOfShape", WEIGHT, 0))
 
     def _attribute(self, attribute: onnx.AttributeProto) -> Any:
         """An attribute's value; a float as its shortest text in float32, the precision ONNX
@@ -306,6 +370,28 @@ class _Reader:
             return "transpose", names[:1], {"perm": perm}, tuple(x.shape[p] for p in perm), x.dtype
         if op_type in _RESHAPES:
             return self._reshape(op_type, names, x, attrs)
+        if op_type in onnx_cnn.POOLS:
+            kind, params, shape = onnx_cnn.pool(op_type, x.shape, attrs)
+            return kind, names[:1], params, shape, x.dtype
+        if op_type == "LRN":
+            params = {
+                "size": attrs["size"],
+                "alpha": attrs.get("alpha", 1e-4),
+                "beta": attrs.get("beta", 0.75),
+                "bias": attrs.get("bias", 1.0),
+            }
+            return "lrn", names[:1], params, x.shape, x.dtype
+        if op_type == "Dropout":
+            if len(names) > 2 and names[2] and self.values[names[2]].literal is not False:
+                raise Unsupported("a Dropout that may be in training mode")
+            return "identity", names[:1], {}, x.shape, x.dtype
+        if op_type == "Sum":
+            operands = [v for v in ins if v is not None]
+            return "sum", names, {}, _broadcast([v.shape for v in operands]), x.dtype
+        if op_type == "Concat":
+            return self._concat(names, ins, attrs)
+        if op_type == "Gather":
+            return self._gather(names, x, attrs)
         if op_type == "DequantizeLinear":
             dtype = _DTYPES.get(attrs.get("output_dtype", 0)) or self._value(names[1]).dtype
             params = {"axis": attrs.get("axis", 1) % rank, "block_size": attrs.get("block_size", 0)}
@@ -375,6 +461,41 @@ class _Reader:
             "groups": attrs.get("group", 1),
         }
         return "conv2d", names, params, (x.shape[0], w.shape[0], *spatial), x.dtype
+
+    def _concat(
+        self, names: tuple[str | None, ...], ins: list[Value | None], attrs: dict[str, Any]
+    ) -> tuple[str, tuple[str | None, ...], dict[str, Any], tuple[Extent, ...], str]:
+        parts = [v for v in ins if v is not None]
+        axis = attrs["axis"] % len(parts[0].shape)
+        extents = [v.shape[axis] for v in parts]
+        if not all(isinstance(e, int) for e in extents):
+            raise Unsupported("a concatenation along a symbolic dimension")
+        shape = (*parts[0].shape[:axis], sum(extents), *parts[0].shape[axis + 1 :])
+        return "concat", names, {"axis": axis}, shape, parts[0].dtype
+
+    def _gather(
+        self, names: tuple[str | None, ...], x: Value, attrs: dict[str, Any]
+    ) -> tuple[str, tuple[str | None, ...], dict[str, Any], tuple[Extent, ...], str]:
+        """A Gather; of one index known here, a select (a view)."""
+        axis, indices = attrs.get("axis", 0) % len(x.shape), self._value(names[1])
+        scalar = self._rank(indices) == 0
+        if scalar and isinstance(indices.literal, int):
+            index = indices.literal % x.shape[axis] if isinstance(x.shape[axis], int) else None
+            if index is not None:
+                shape = (*x.shape[:axis], *x.shape[axis + 1 :])
+                return "select", names[:1], {"axis": axis, "index": index}, shape, x.dtype
+        middle = () if scalar else indices.shape
+        shape = (*x.shape[:axis], *middle, *x.shape[axis + 1 :])
+        return "gather", names[:2], {"axis": axis, "scalar": scalar}, shape, x.dtype
+
+    def _rank(self, value: Value) -> int:
+        """The rank ONNX gives `value` (a signature holds a rank-0 tensor as `[1]`)."""
+        if value.name in self.arrays:
+            return int(self.arrays[value.name].ndim)
+        info = self.inferred.get(value.name)
+        if info is not None and info.type.tensor_type.HasField("shape"):
+            return len(info.type.tensor_type.shape.dim)
+        return len(value.shape)
 
     def _reduce(
         self, op_type: str, names: tuple[str | None, ...], x: Value, attrs: dict[str, Any]

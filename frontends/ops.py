@@ -8,8 +8,9 @@ kind and its parameters. The classes:
 - contraction: matmul, gemm, linear, conv2d, matmul_nbits (int4 weight-only), attention
   (`attention`: written as its eager form's matmuls and softmax);
 - row: softmax (log_softmax with `log`), layer_norm, rms_norm, reduce (a reduction over
-  `axes`);
-- injective: elementwise ops, casts and dequantize, whose computes are written here; the
+  `axes`), max_pool and avg_pool (over windows) and lrn (a sum over a window of channels);
+- injective: elementwise ops (sum: of any number of operands), casts, dequantize, concat
+  and gather (an element picked by an index tensor), whose computes are written here; the
   others' are in `reductions`;
 - view: reshapes (view, squeeze, unsqueeze, flatten), transposes and permutes, broadcasts
   (torch's expand), copies (clone, contiguous, identity, inference dropout) and slices. A view
@@ -128,6 +129,56 @@ def _div(call: Call) -> list[ComputeDecl]:
     if not (is_float(a.dtype) or is_float(b.dtype)):
         ta, tb = cast(ta, a.dtype, out.dtype), cast(tb, b.dtype, out.dtype)
     return [compute(out.name, out.shape, out.dtype, f"({ta} / {tb})")]
+
+
+def _sum(call: Call) -> list[ComputeDecl]:
+    """The sum of any number of operands (ONNX's Sum), each broadcast."""
+    out = call.out
+    point = axes(len(out.shape))
+    terms = [operand.read(point, out.shape) for operand in call.operands if operand is not None]
+    return [compute(out.name, out.shape, out.dtype, f"({' + '.join(terms)})")]
+
+
+def _concat(call: Call) -> list[ComputeDecl]:
+    """The operands one after another along `axis`: each point reads the operand whose range
+    holds it (a `where` per boundary, so no read leaves its operand)."""
+    out, axis = call.out, call.attrs["axis"]
+    point = axes(len(out.shape))
+    parts = [operand for operand in call.operands if operand is not None]
+    starts, start = [], 0
+    for operand in parts:
+        starts.append(start)
+        extent = operand.shape[axis]
+        if not isinstance(extent, int):
+            raise Unsupported("a concatenation along a symbolic dimension")
+        start += extent
+
+    def at(operand: Operand, offset: int) -> str:
+        index = point[axis] if offset == 0 else f"{point[axis]} - {offset}"
+        return operand.at([*point[:axis], index, *point[axis + 1 :]])
+
+    value = at(parts[-1], starts[-1])
+    for operand, offset in reversed(list(zip(parts[:-1], starts[:-1], strict=True))):
+        end = offset + operand.shape[axis]
+        value = f"where({point[axis]} < {end}, {at(operand, offset)}, {value})"
+    return [compute(out.name, out.shape, out.dtype, value)]
+
+
+def _gather(call: Call) -> list[ComputeDecl]:
+    """ONNX's Gather (torch's embedding and index): the output's dimensions at `axis` are the
+    indices' (none for one index, `attrs["scalar"]`), each picking an element of `axis` of
+    the data; a negative index counts from the end, one out of range reads 0."""
+    data, indices, out = call.operand(0), call.operand(1), call.out
+    axis, extent = call.attrs["axis"], data.shape[call.attrs["axis"]]
+    point = axes(len(out.shape))
+    rank = 0 if call.attrs.get("scalar") else len(indices.shape)
+    index = indices.at(point[axis : axis + rank] or ["0"])
+    if is_float(indices.dtype) or indices.dtype == "bool":
+        raise Unsupported(f"indices of dtype {indices.dtype}")
+    wrapped = f"where({index} < 0, {index} + {extent}, {index})"
+    read = data.at([*point[:axis], wrapped, *point[axis + rank :]])
+    value = f"where({wrapped} >= 0 and {wrapped} < {extent}, {read}, 0)"
+    return [compute(out.name, out.shape, out.dtype, value)]
 
 
 def _cast(call: Call) -> list[ComputeDecl]:
@@ -292,6 +343,9 @@ KINDS: dict[str, Kind] = {
     "sub": Kind(INJECTIVE, _scaled("-")),
     "div": Kind(INJECTIVE, _div),
     "cast": Kind(INJECTIVE, _cast),
+    "sum": Kind(INJECTIVE, _sum),
+    "concat": Kind(INJECTIVE, _concat),
+    "gather": Kind(INJECTIVE, _gather),
     "identity": Kind(VIEW, view=_broadcasting),
     "transpose": Kind(VIEW, view=_transposing),
     "reshape": Kind(VIEW, view=_reshaping),
@@ -308,4 +362,7 @@ KINDS: dict[str, Kind] = {
     "layer_norm": Kind(ROW, reductions.layer_norm),
     "rms_norm": Kind(ROW, reductions.rms_norm),
     "reduce": Kind(ROW, reductions.reduction),
+    "max_pool": Kind(ROW, reductions.max_pool),
+    "avg_pool": Kind(ROW, reductions.avg_pool),
+    "lrn": Kind(ROW, reductions.lrn),
 }

@@ -11,6 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from tunehub.compiler.dtypes import to_numpy
 from tunehub.frontends.computes import (
     Call,
     Operand,
@@ -332,4 +335,110 @@ def reduction(call: Call) -> list[ComputeDecl]:
     return [
         compute(total, out.shape, acc, body, ("sum" if op == "mean" else op, rows.extents)),
         compute(out.name, out.shape, out.dtype, value),
+    ]
+
+
+# Window ops: a reduction over a window of each output position.
+
+
+def _lowest(dtype: str) -> str:
+    """The lowest finite value of a float dtype, as a literal: what a max pool's padding reads."""
+    text = number(float(np.finfo(to_numpy(dtype)).min))
+    assert text is not None  # finite
+    return text
+
+
+@dataclass(frozen=True)
+class _Windows:
+    """A pool's windows over the spatial dimensions (2 on) of `[N, C, ...]`: `kernel` taps
+    `dilations` apart, `strides` apart, the input padded by `pads` (begins, then ends). At
+    a point of the output: `read`, the input at tap `k0..`; `guard`, the bounds the read
+    must be checked against (none where no window reaches the padding)."""
+
+    read: str
+    guard: str | None
+    extents: dict[str, Extent]
+
+
+def _windows(call: Call) -> tuple[_Windows, list[str]]:
+    """The windows of a pool, and per spatial dimension the start of a window (its first
+    tap's position, before dilation) at the output's point."""
+    x, out, attrs = call.operand(0), call.out, call.attrs
+    kernel, strides, dilations, pads = (
+        attrs[k] for k in ("kernel", "strides", "dilations", "pads")
+    )
+    point = axes(len(out.shape))
+    indices, checks, starts = list(point[:2]), [], []
+    for d, (size, extent) in enumerate(zip(x.shape[2:], out.shape[2:], strict=True)):
+        if not (isinstance(size, int) and isinstance(extent, int)):
+            raise Unsupported("a pool over a symbolic dimension")
+        begin = pads[d]
+        start = point[2 + d] if strides[d] == 1 else f"{point[2 + d]} * {strides[d]}"
+        starts.append(f"{start} - {begin}" if begin else start)
+        indices.append(_offset(point[2 + d], strides[d], f"k{d}", dilations[d], begin))
+        last = (extent - 1) * strides[d] + (kernel[d] - 1) * dilations[d] - begin
+        if begin or last >= size:
+            checks += [f"{indices[-1]} >= 0", f"{indices[-1]} < {size}"]
+    guard = " and ".join(checks) or None
+    extents: dict[str, Extent] = {f"k{d}": taps for d, taps in enumerate(kernel)}
+    return _Windows(x.at(indices), guard, extents), starts
+
+
+def max_pool(call: Call) -> list[ComputeDecl]:
+    """The largest tap of each window; padding reads the dtype's lowest finite value."""
+    x, out = call.operand(0), call.out
+    windows, _ = _windows(call)
+    value = windows.read
+    if windows.guard:
+        value = f"where({windows.guard}, {value}, {_lowest(x.dtype)})"
+    return [compute(out.name, out.shape, out.dtype, value, ("max", windows.extents))]
+
+
+def avg_pool(call: Call) -> list[ComputeDecl]:
+    """The mean of each window's taps inside the input, or (`count_include_pad`) inside the
+    padded input, as ONNX's AveragePool: a count per output position only where windows
+    are clipped."""
+    x, out, attrs = call.operand(0), call.out, call.attrs
+    if any(d != 1 for d in attrs["dilations"]):
+        raise Unsupported("an average pool with dilations")
+    windows, starts = _windows(call)
+    spatial, acc = len(starts), accumulator(x.dtype)
+    counts, constant = [], 1
+    for d, start in enumerate(starts):
+        size, extent = int(x.shape[2 + d]), int(out.shape[2 + d])  # ints (`_windows`)
+        taps, begin, end = attrs["kernel"][d], attrs["pads"][d], attrs["pads"][spatial + d]
+        low, high = (-begin, size + end) if attrs["count_include_pad"] else (0, size)
+        if -begin >= low and (extent - 1) * attrs["strides"][d] + taps - begin <= high:
+            constant *= taps  # every window within [low, high)
+        else:
+            counts.append(f"(min({start} + {taps}, {high}) - max({start}, {low}))")
+    read = cast(windows.read, x.dtype, acc)
+    value = f"where({windows.guard}, {read}, 0)" if windows.guard else read
+    total = call.temp("sum")
+    factors = [*counts, str(constant)] if constant != 1 else counts
+    divisor = f"{acc}({' * '.join(factors)})" if counts else repr(float(constant))
+    mean = cast(f"{total}[{', '.join(axes(len(out.shape)))}] / {divisor}", acc, out.dtype)
+    return [
+        compute(total, out.shape, acc, value, ("sum", windows.extents)),
+        compute(out.name, out.shape, out.dtype, mean),
+    ]
+
+
+def lrn(call: Call) -> list[ComputeDecl]:
+    """ONNX's LRN: `x / (bias + alpha / size * sum of x^2 over a window of size channels)
+    ^ beta`, the window from `(size - 1) // 2` channels before to the rest after."""
+    x, out = call.operand(0), call.out
+    size, channels = call.attrs["size"], x.shape[1]
+    point = axes(len(out.shape))
+    acc = accumulator(x.dtype)
+    channel = f"{point[1]} - {(size - 1) // 2} + k0" if size > 1 else point[1]
+    tap = cast(x.at([point[0], channel, *point[2:]]), x.dtype, acc)
+    square = f"where({channel} >= 0 and {channel} < {channels}, {tap} * {tap}, 0)"
+    squares = call.temp("sumsq")
+    scale = number(call.attrs["alpha"] / size)
+    base = f"{number(call.attrs['bias'])} + {scale} * {squares}[{', '.join(point)}]"
+    value = f"{cast(x.at(point), x.dtype, acc)} / pow({base}, {number(call.attrs['beta'])})"
+    return [
+        compute(squares, out.shape, acc, square, ("sum", {"k0": size})),
+        compute(out.name, out.shape, out.dtype, cast(value, acc, out.dtype)),
     ]

@@ -405,7 +405,20 @@ class _Reader:
             parts = [a for a in args[0] if a.meta["val"].numel() != 0]
             if len(parts) == 1:  # the rest empty (an empty key/value cache)
                 return "identity", (self._operand(node, 0, parts[0]),), {}
-            raise Unsupported("no mapping for aten.cat")
+            dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) % len(shape)
+            inputs = tuple(self._operand(node, 0, part) for part in parts)
+            return "concat", inputs, {"axis": dim}
+        if op == "embedding":  # embedding(weight, indices): rows of the weight
+            return "gather", operands(0, 1), {"axis": 0, "scalar": False}
+        if op == "index":  # x[..., idx, ...]: one index tensor, after full slices alone
+            indices = list(args[1])
+            where = [d for d, index in enumerate(indices) if index is not None]
+            if len(where) != 1 or where[0] != len(indices) - 1:
+                raise Unsupported("indexing with other than one index tensor")
+            if str(indices[-1].meta["val"].dtype) == "torch.bool":
+                raise Unsupported("indexing with a boolean mask")
+            inputs = (*operands(0), self._operand(node, 1, indices[-1]))
+            return "gather", inputs, {"axis": where[0], "scalar": False}
         if op == "gelu":
             return ("gelu_tanh" if kwargs.get("approximate") == "tanh" else "gelu"), operands(0), {}
         if op == "leaky_relu":

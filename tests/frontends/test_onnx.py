@@ -232,7 +232,7 @@ def test_matmul_nbits_dequantizes_its_packed_layout(tmp_path: Path, zero_points:
 
 def test_identical_blocks_collapse_and_unmapped_ops_are_listed(tmp_path: Path) -> None:
     """Two layers that differ only in their weights' names are one task of weight 2; a
-    Gather and a TopK are left out, counted and named, and nothing crashes."""
+    Hardmax and a TopK are left out, counted and named, and nothing crashes."""
     nodes, inits = [], []
     for layer in range(2):
         x = "X" if layer == 0 else "h0"
@@ -242,23 +242,20 @@ def test_identical_blocks_collapse_and_unmapped_ops_are_listed(tmp_path: Path) -
         ]
         inits += [weight(f"w{layer}", 16, 16), weight(f"b{layer}", 16)]
     nodes += [
-        helper.make_node("Gather", ["h1", "idx"], ["g"], axis=0),
+        helper.make_node("Hardmax", ["h1"], ["g"]),
         helper.make_node("TopK", ["g", "kk"], ["top", "top_i"]),
     ]
-    inits += [
-        numpy_helper.from_array(np.array([0, 1], np.int64), "idx"),
-        numpy_helper.from_array(np.array([2], np.int64), "kk"),
-    ]
+    inits += [numpy_helper.from_array(np.array([2], np.int64), "kk")]
     x = helper.make_tensor_value_info("X", F32, ["seq", 16])
-    out = helper.make_tensor_value_info("top", F32, [2, 2])
+    out = helper.make_tensor_value_info("top", F32, ["seq", 2])
     taskset = extract(build(nodes, [x], [out], inits), tmp_path)
     (task,) = taskset.tasks
     assert task.weight == 2 and task.source_ops == ["MatMul_0", "Add_1", "MatMul_2", "Add_3"]
     assert [(e.op, e.count, e.reason) for e in taskset.left_out] == [
-        ("Gather", 1, "no mapping for Gather"),
+        ("Hardmax", 1, "no mapping for Hardmax"),
         ("TopK", 1, "no mapping for TopK"),
     ]
-    assert taskset.left_out[0].flops == 2 * 16  # its output's elements
+    assert taskset.left_out[0].flops == 64 * 16  # its output's elements, seq at 64
     assert 0 < taskset.flops.share < 1
 
 
@@ -280,3 +277,30 @@ def test_a_malformed_file_is_refused_in_one_line(tmp_path: Path, data: bytes) ->
     with pytest.raises(ModelError, match=r"bad.onnx: not a valid ONNX model") as refused:
         onnx_model.read(path)
     assert "\n" not in str(refused.value)
+
+
+def test_shape_arithmetic_is_folded_and_its_reshape_is_a_view(tmp_path: Path) -> None:
+    """Shape, Gather, Unsqueeze and Concat computing a Reshape's target (as exporters write
+    a flatten) are folded when the file is read: the Reshape is a view, and the one kernel
+    is the Relu that reads it."""
+    nodes = [
+        helper.make_node("Shape", ["X"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["batch"], axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"]),
+        helper.make_node("Concat", ["batch1", "minus_one"], ["target"], axis=0),
+        helper.make_node("Reshape", ["X", "target"], ["flat"]),
+        helper.make_node("Relu", ["flat"], ["Y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], np.int64), "axes"),
+        numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+    ]
+    x = helper.make_tensor_value_info("X", F32, [2, 3, 4])
+    y = helper.make_tensor_value_info("Y", F32, [2, 12])
+    model = build(nodes, [x], [y], inits)
+    taskset = extract(model, tmp_path)
+    assert [t.signature.name for t in taskset.tasks] == ["relu"] and taskset.left_out == []
+    folded = {e.op for e in taskset.no_kernel if e.reason.startswith("computed once")}
+    assert folded == {"Shape", "Gather", "Unsqueeze", "Concat"}
+    check_against_onnx(model, taskset, {"X": RNG.standard_normal((2, 3, 4), np.float32)}, {})

@@ -249,3 +249,35 @@ def test_scaled_dot_product_attention_is_the_eager_form(
     (out,) = taskset.tasks[0].signature.outputs
     expected = module(q, k, v, mask).numpy()
     np.testing.assert_allclose(values[out], expected, rtol=1e-5, atol=1e-5)
+
+
+class RotaryLookup(nn.Module):
+    """An embedding lookup, a projection with RoPE's rotate-half (slices, neg, cat) and an
+    index of rows: every op mapped, RoPE in the projection's epilogue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.q = nn.Linear(16, 16)
+        self.register_buffer("cos", torch.randn(6, 16))
+        self.register_buffer("sin", torch.randn(6, 16))
+        self.register_buffer("rows", torch.tensor([5, 0, 2]))
+
+    def forward(self, ids: Any) -> Any:
+        q = self.q(self.emb(ids))
+        rotated = torch.cat((-q[..., 8:], q[..., :8]), dim=-1)
+        return (q * self.cos + rotated * self.sin)[:, self.rows]
+
+
+def test_embedding_rotate_half_and_index_are_computes() -> None:
+    module = RotaryLookup().eval()
+    ids = torch.tensor([[3, 49, 0, 7, 7, 12]])
+    taskset = torch_export.export(module, (ids,))
+    assert taskset.left_out == []
+    assert [t.signature.name for t in taskset.tasks] == [
+        "gather",
+        "linear_neg_concat_mul_add_gather",
+    ]
+    values = run_tasks(taskset, module, {"ids": ids}, {})
+    (output,) = taskset.tasks[-1].signature.outputs
+    np.testing.assert_allclose(values[output], module(ids).detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -59,6 +59,11 @@ def test_every_task_of_a_transformer_runs_its_kernel_and_gives_eagers_logits(
     ids = torch.randint(0, 128, (1, 12))
     taskset = torch_export.export(model, (ids,))
     assert any(t.signature.name == "attention" for t in taskset.tasks)
+    assert taskset.left_out == []  # embeddings are gathers, RoPE's cat a concat
+    if make is llama:  # RoPE in the q and k projections' epilogues, in both layers
+        names = [(t, t.signature.name) for t in taskset.tasks]
+        rope = [t for t, name in names if name.startswith("linear") and "concat" in name]
+        assert sum(t.weight for t in rope) == 4
     tasks = tmp_path / "tasks.json"
     tasks.write_text(taskset.model_dump_json())
     database = tmp_path / "tunehub.db"
