@@ -66,6 +66,9 @@ class Stage:
     # The output a reduction also stores each term in, at its row and reduce index, for the
     # stage computing that output to read back (`_kept_terms`); None: it keeps none.
     keeps: str | None = None
+    # An attention stage's chain (`compiler.attention`): the consecutive stages it computes
+    # in one pass, its own anchor, epilogue and buffer the last one's; () for any other.
+    members: tuple[Stage, ...] = ()
 
     @property
     def axes(self) -> tuple[str, ...]:

@@ -1,0 +1,165 @@
+"""Attention chains: four stages that one pass over the keys with an online softmax computes.
+
+The eager form of attention (`frontends.attention`, or a model's own `matmul`, scale, mask,
+`softmax`, `matmul`) becomes, after inlining, four consecutive stages:
+
+1. `scores`: a contraction over `[rows..., key]` (rows: every batch, head and query axis);
+2. `max`: the max over `key` of a *logit*, any elementwise expression of `scores[rows, key]`,
+   the indices and other tensors (scale, boolean or additive masks, causal conditions);
+3. `sum`: the sum over `key` of `exp(logit - max[rows])`;
+4. `out`: a contraction over `key` of `exp(logit - max[rows]) / sum[rows]` times a value
+   side of its own (`v[..., key, col]` read through any view: grouped heads, transposes).
+
+Only the first three are workspaces, read by nothing else. `chains` finds them and makes
+each one `ATTENTION` stage whose `members` are the four (the output, its dtype and epilogue
+those of `out`); `pattern` says what each part is, over placeholder axis names (`ROWS`,
+`KEY`, `COL`), for a template to index. Because the sum's term is `exp(x - m)`, a running
+max `m` rescales what was summed so far by `exp(m_old - m_new)`: the flash-attention
+recurrence, with no `[rows, key]` buffer. Only floats that are their own compute dtype
+(float32, float64): a 16-bit chain rounds its scores and weights, which one pass would not.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from tunehub.compiler import dtypes
+from tunehub.compiler.analysis import CONTRACTION, REDUCTION, Analysis, Stage
+from tunehub.compiler.ir import Binary, Call, Cast, Expr, Load, Var, loads, substitute
+from tunehub.compiler.products import factors, keeps_values, product_under_casts
+
+ATTENTION = "attention"
+KEY, COL = "@key", "@col"
+_LENGTH = 4
+
+
+def rows(count: int) -> tuple[str, ...]:
+    """The placeholder names of `count` row axes."""
+    return tuple(f"@r{n}" for n in range(count))
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """An attention chain's parts, over the placeholders `rows(len(row_shape))`, `KEY` and
+    `COL` (and the scores' own reduce axis, named as in `scores`)."""
+
+    scores: Stage
+    maxes: Stage
+    sums: Stage
+    out: Stage
+    logit: Expr  # reads `scores.buffer` at (rows, KEY)
+    exp: Expr  # `exp(logit - max)` as the sum writes it, `max` a read of `maxes.buffer`
+    values: Expr  # the value side of the output's product, at (rows, KEY, COL)
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        return rows(len(self.maxes.shape))
+
+
+def chains(analysis: Analysis) -> tuple[Stage, ...]:
+    """An `ATTENTION` stage for every attention chain among the analysis's stages."""
+    stages = analysis.stages
+    found = []
+    for first in range(len(stages) - _LENGTH + 1):
+        members = stages[first : first + _LENGTH]
+        inside = {s.buffer for s in members[:-1]}
+        outside = [s for s in stages if s not in members]
+        if any(ld.tensor in inside for s in outside for ld in s.reads()):
+            continue
+        if pattern(members) is not None:
+            out = members[-1]
+            found.append(
+                Stage(
+                    out.index,
+                    ATTENTION,
+                    out.anchor,
+                    out.epilogue,
+                    out.buffer,
+                    out.output,
+                    members=members,
+                )
+            )
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=64)
+def pattern(members: tuple[Stage, ...]) -> Pattern | None:
+    """The parts of the chain `members` (scores, max, sum, out), or None where they are not
+    one (see the module doc)."""
+    if len(members) != _LENGTH or not all(map(_exact_float, members)):
+        return None
+    scores, maxes, sums, out = members
+    if (scores.kind, maxes.kind, out.kind) != (CONTRACTION, REDUCTION, CONTRACTION):
+        return None
+    if (maxes.anchor.reduce_op, sums.anchor.reduce_op, out.anchor.reduce_op) != (
+        "max",
+        "sum",
+        "sum",
+    ):
+        return None
+    if scores.output or maxes.output or sums.output or maxes.epilogue or sums.epilogue:
+        return None
+    keys = scores.shape[-1]
+    if maxes.shape != scores.shape[:-1] or sums.shape != maxes.shape:
+        return None
+    if out.shape[:-1] != maxes.shape or any(
+        len(s.anchor.reduce_axes) != 1 or s.anchor.reduce_axes[0].extent != keys
+        for s in (maxes, sums, out)
+    ):
+        return None
+    names = rows(len(maxes.shape))
+    at = tuple(Var(r) for r in names)
+    logit = _over(maxes, (*names, KEY))
+    if any(ld.indices != (*at, Var(KEY)) for ld in loads(logit) if ld.tensor == scores.buffer):
+        return None
+    exp = _over(sums, (*names, KEY))
+    if _exp_minus(exp) != (logit, Load(maxes.buffer, at, maxes.dtype)):
+        return None
+    weights: Expr | None = None
+    value_side: list[Expr] = []
+    for factor in factors(product_under_casts(_over(out, (*names, COL, KEY)))):
+        if _unwrap(factor) == Binary("/", exp, Load(sums.buffer, at, sums.dtype), exp.dtype):
+            weights = factor
+        else:
+            value_side.append(factor)
+    inside = {scores.buffer, maxes.buffer, sums.buffer}
+    if weights is None or not value_side:
+        return None
+    if any(ld.tensor in inside for f in value_side for ld in loads(f)):
+        return None
+    values = value_side[0]
+    for factor in value_side[1:]:
+        values = Binary("*", values, factor, out.anchor.term or out.anchor.dtype)
+    return Pattern(scores, maxes, sums, out, logit, exp, values)
+
+
+def _over(stage: Stage, names: tuple[str, ...]) -> Expr:
+    """`stage`'s anchor body with its axes then its reduce axis named `names`."""
+    axes = (*stage.axes, stage.anchor.reduce_axes[0].name)
+    return substitute(stage.anchor.body, {a: Var(n) for a, n in zip(axes, names, strict=True)})
+
+
+def _unwrap(expr: Expr) -> Expr:
+    while isinstance(expr, Cast) and keeps_values(expr):
+        expr = expr.x
+    return expr
+
+
+def _exp_minus(expr: Expr) -> tuple[Expr, Expr] | None:
+    """`(x, m)` where `expr` is `exp(x - m)`."""
+    expr = _unwrap(expr)
+    if isinstance(expr, Call) and expr.fn == "exp":
+        inner = _unwrap(expr.args[0])
+        if isinstance(inner, Binary) and inner.op == "-":
+            return inner.a, _unwrap(inner.b)
+    return None
+
+
+def _exact_float(stage: Stage) -> bool:
+    """Whether every value the stage stores or sums is a float that is its compute dtype."""
+    kinds = [stage.anchor.dtype, *(c.dtype for c in stage.epilogue)]
+    kinds += [stage.anchor.term] if stage.anchor.term else []
+    return stage.keeps is None and all(
+        dtypes.is_float(d) and not dtypes.is_half(d) and dtypes.compute_dtype(d) == d for d in kinds
+    )

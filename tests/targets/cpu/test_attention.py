@@ -1,0 +1,153 @@
+"""The flash-attention template: attention chains (the eager form's four stages, as
+`frontends.attention` writes them, or as a signature spells them) found whatever their
+batch and head axes, mask and views, and computed in one pass over key blocks with an online
+softmax that agrees with the reference evaluator: causal, boolean and additive masks,
+grouped key/value heads, L != S, ragged query and key blocks, symbolic lengths."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from tests.compiler.cbuild import HOST, check_configs
+from tunehub.compiler.attention import ATTENTION
+from tunehub.compiler.ir import Program
+from tunehub.compiler.lower import lower_function
+from tunehub.compiler.program import load
+from tunehub.compiler.space import space_for
+from tunehub.compiler.space.space import Config
+
+LOWEST = "(-3.4028234663852886e+38)"
+
+
+def attention(
+    *,
+    batch: tuple[int, ...] = (1,),
+    heads: int = 4,
+    kv_heads: int = 4,
+    queries: int | str = 6,
+    keys: int | str = 10,
+    depth: int = 8,
+    width: int = 8,
+    mask: str | None = None,
+    causal: bool = False,
+    dtype: str = "float32",
+) -> Program:
+    """Attention over `[*batch, heads, queries, depth]` queries as `frontends.attention`
+    writes it: scores, scaled and masked logits, the softmax's max, sum and weights, and the
+    weighted values, key/value heads read as `h // groups`."""
+    groups = heads // kv_heads
+    b = [f"b{n}" for n in range(len(batch))]
+    head = "h" if groups == 1 else f"(h) // {groups}"
+    rows, scores = [*b, "h", "i"], [*b, "h", "i", "j"]
+    row_shape, score_shape = [*batch, heads, queries], [*batch, heads, queries, keys]
+    inputs = [
+        {"name": "q", "shape": [*batch, heads, queries, depth], "dtype": dtype},
+        {"name": "k", "shape": [*batch, kv_heads, keys, depth], "dtype": dtype},
+        {"name": "v", "shape": [*batch, kv_heads, keys, width], "dtype": dtype},
+    ]
+    logit = "s[" + ", ".join(scores) + "] * 0.35355339059327373"
+    if mask is not None:
+        inputs.append({"name": "mask", "shape": [queries, keys], "dtype": mask})
+        logit = (
+            f"where(mask[i, j], {logit}, {LOWEST})" if mask == "bool" else f"{logit} + mask[i, j]"
+        )
+    if causal:
+        logit = f"where(j <= i, {logit}, {LOWEST})"
+    at = ", ".join(rows)
+    symbols = {n: {"min": 1, "max": 64} for n in (queries, keys) if isinstance(n, str)}
+
+    def compute(name: str, axes: list[str], shape: list[Any], expr: str, **over: int) -> dict:
+        found = {"name": name, "axes": axes, "shape": shape, "dtype": dtype, "expr": expr}
+        op = "max" if name == "m" else "sum"
+        return {**found, "reduce": {"op": op, "axes": over}} if over else found
+
+    computes = [
+        compute("s", scores, score_shape, f"q[{at}, d] * k[{', '.join([*b, head])}, j, d]",
+                d=depth),
+        compute("x", scores, score_shape, logit),
+        compute("m", rows, row_shape, f"x[{at}, j]", j=keys),
+        compute("z", rows, row_shape, f"exp(x[{at}, j] - m[{at}])", j=keys),
+        compute("p", scores, score_shape, f"exp(x[{at}, j] - m[{at}]) / z[{at}]"),
+        compute("o", [*rows, "e"], [*row_shape, width],
+                f"p[{at}, j] * v[{', '.join([*b, head])}, j, e]", j=keys),
+    ]  # fmt: skip
+    return load(
+        {"version": 1, "name": "attention", "symbols": symbols, "inputs": inputs,
+         "computes": computes, "outputs": ["o"]}
+    )  # fmt: skip
+
+
+def fused(program: Program, **knobs: Any) -> Config:
+    """The default config (the chain fused) with chain knobs `knobs`."""
+    space = space_for(program, HOST)
+    config = {**space.default(), **{f"a0.{k}": v for k, v in knobs.items()}}
+    assert space.check(config) is None, space.check(config)
+    return config
+
+
+CASES = {
+    "causal": dict(causal=True),
+    "bool mask": dict(mask="bool"),
+    "float mask": dict(mask="float32"),
+    "grouped heads": dict(heads=4, kv_heads=2, mask="bool"),
+    "L != S, no batch": dict(batch=(), queries=37, keys=45, depth=12, width=20),
+    "two batch axes": dict(batch=(2, 1), heads=2, kv_heads=1, causal=True),
+    "symbolic lengths": dict(queries="L", keys="S", causal=True),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_one_pass_kernel_is_the_reference(case: str) -> None:
+    program = attention(**CASES[case])  # type: ignore[arg-type]
+    space = space_for(program, HOST)
+    assert [c.kind for c in space.chains] == [ATTENTION]
+    assert space.default()["a0.fuse"] is True
+    lanes = space.knobs["a0.vec"][0]
+    configs = [
+        space.default(),
+        fused(program, qb=1, kb=16, unroll=2, parallel=0),  # ragged key blocks
+        fused(program, qb=8, kb=16, unroll=4, vec=lanes),  # ragged query blocks too
+    ]
+    symbols = {"L": 37, "S": 29} if case == "symbolic lengths" else {}
+    check_configs(program, HOST, configs, symbols)
+
+
+def test_a_fused_chain_keeps_no_scores_buffer() -> None:
+    program = attention(queries=37, keys=45, mask="bool")
+    space = space_for(program, HOST)
+    default = space.default()
+    assert lower_function(program, HOST, default).workspaces == ()
+    # Unfused, the scores and the softmax's max and sum are workspaces, as before.
+    unfused = space.canonical({**default, "a0.fuse": False})
+    assert space.check(unfused) is None
+    assert [w.shape for w in lower_function(program, HOST, unfused).workspaces] == [
+        (1, 4, 37, 45), (1, 4, 37), (1, 4, 37)]  # fmt: skip
+
+
+def test_a_fused_chain_fixes_its_stages_knobs_and_an_unfused_one_its_own() -> None:
+    program = attention(mask="float32")
+    space = space_for(program, HOST)
+    default = space.default()
+    tiled = {**default, "s1.vec": space.knobs["s1.vec"][-1]}  # the max, vectorized
+    assert "its stages' knobs keep their naive values" in (space.check(tiled) or "")
+    assert space.canonical(tiled) == default
+    unfused = {**default, "a0.fuse": False}
+    assert "not fused" in (space.check(unfused) or "")
+    rng = random.Random(0)
+    drawn = [space.sample(rng) for _ in range(40)]
+    assert all(space.check(c) is None for c in drawn)
+    assert {c["a0.fuse"] for c in drawn} == {False, True}
+    assert all(space.check(c) is None for c in space.seeds())
+    assert space.seeds()[0] == default
+
+
+def test_what_is_not_an_attention_chain() -> None:
+    """16-bit attention rounds its scores and weights, which one pass would not; a softmax's
+    max that is an output must be stored anyway."""
+    assert space_for(attention(dtype="float16"), HOST).chains == ()
+    full = attention()
+    with_max = Program(full.name, full.symbols, full.inputs, full.computes, ("m", "o"))
+    assert space_for(with_max, HOST).chains == ()
