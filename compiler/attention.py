@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import CONTRACTION, REDUCTION, Analysis, Stage
-from tunehub.compiler.ir import Binary, Call, Cast, Expr, Load, Var, loads, substitute
+from tunehub.compiler.ir import Binary, Call, Cast, Expr, Load, Var, loads, substitute, walk
 from tunehub.compiler.products import factors, keeps_values, product_under_casts
 
 ATTENTION = "attention"
-KEY, COL = "@key", "@col"
+KEY, COL, DEPTH = "@key", "@col", "@depth"
 _LENGTH = 4
 
 
@@ -42,15 +42,18 @@ def rows(count: int) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Pattern:
     """An attention chain's parts, over the placeholders `rows(len(row_shape))`, `KEY` and
-    `COL` (and the scores' own reduce axis, named as in `scores`)."""
+    `COL` (and `DEPTH`, the scores' own reduce axis)."""
 
     scores: Stage
     maxes: Stage
     sums: Stage
     out: Stage
+    query: Expr  # the scores' factors read at (rows, DEPTH), not at KEY
+    keyed: Expr  # the scores' factors read at (rows, KEY, DEPTH), not at the query row
     logit: Expr  # reads `scores.buffer` at (rows, KEY)
     exp: Expr  # `exp(logit - max)` as the sum writes it, `max` a read of `maxes.buffer`
-    values: Expr  # the value side of the output's product, at (rows, KEY, COL)
+    values: Expr  # the value side of the output's product, at (rows, KEY, COL), not at the
+    # query row
 
     @property
     def rows(self) -> tuple[str, ...]:
@@ -128,10 +131,39 @@ def pattern(members: tuple[Stage, ...]) -> Pattern | None:
         return None
     if any(ld.tensor in inside for f in value_side for ld in loads(f)):
         return None
-    values = value_side[0]
-    for factor in value_side[1:]:
-        values = Binary("*", values, factor, out.anchor.term or out.anchor.dtype)
-    return Pattern(scores, maxes, sums, out, logit, exp, values)
+    values = _product(value_side, out)
+    sides = _sides(scores, (*names, KEY, DEPTH))
+    if sides is None or _reads(values, names[-1]):
+        return None
+    return Pattern(scores, maxes, sums, out, *sides, logit, exp, values)
+
+
+def _sides(scores: Stage, names: tuple[str, ...]) -> tuple[Expr, Expr] | None:
+    """The scores' product as its factors that read the query row but no key, and those that
+    read a key but not the query row (constants on the query's side)."""
+    query: list[Expr] = []
+    keyed: list[Expr] = []
+    for factor in factors(product_under_casts(_over(scores, names))):
+        if _reads(factor, KEY):
+            if _reads(factor, names[-3]):
+                return None
+            keyed.append(factor)
+        else:
+            query.append(factor)
+    if not query or not keyed:
+        return None
+    return _product(query, scores), _product(keyed, scores)
+
+
+def _product(parts: list[Expr], stage: Stage) -> Expr:
+    value = parts[0]
+    for factor in parts[1:]:
+        value = Binary("*", value, factor, stage.anchor.term or stage.anchor.dtype)
+    return value
+
+
+def _reads(expr: Expr, axis: str) -> bool:
+    return any(isinstance(e, Var) and e.name == axis for e in walk(expr))
 
 
 def _over(stage: Stage, names: tuple[str, ...]) -> Expr:

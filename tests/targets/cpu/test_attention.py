@@ -6,6 +6,7 @@ grouped key/value heads, L != S, ragged query and key blocks, symbolic lengths."
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -109,7 +110,8 @@ def test_the_one_pass_kernel_is_the_reference(case: str) -> None:
     configs = [
         space.default(),
         fused(program, qb=1, kb=16, unroll=2, parallel=0),  # ragged key blocks
-        fused(program, qb=8, kb=16, unroll=4, vec=lanes),  # ragged query blocks too
+        fused(program, qb=8, kb=16, unroll=4, vec=lanes),  # rows past the blocks too
+        fused(program, qb=2, kb=32, chunk=32, parallel=1),  # query chunks
     ]
     symbols = {"L": 37, "S": 29} if case == "symbolic lengths" else {}
     check_configs(program, HOST, configs, symbols)
@@ -119,7 +121,10 @@ def test_a_fused_chain_keeps_no_scores_buffer() -> None:
     program = attention(queries=37, keys=45, mask="bool")
     space = space_for(program, HOST)
     default = space.default()
-    assert lower_function(program, HOST, default).workspaces == ()
+    # Per thread: a key block's pack, a block's scores, each row's max and sum.
+    kept = lower_function(program, HOST, default).workspaces
+    assert all(w.per_thread for w in kept)
+    assert sorted(math.prod(w.shape) for w in kept) == [37, 37, 4 * 64, 8 * 64]
     # Unfused, the scores and the softmax's max and sum are workspaces, as before.
     unfused = space.canonical({**default, "a0.fuse": False})
     assert space.check(unfused) is None
