@@ -3,7 +3,9 @@
 The eager form of attention (`frontends.attention`, or a model's own `matmul`, scale, mask,
 `softmax`, `matmul`) becomes, after inlining, four consecutive stages:
 
-1. `scores`: a contraction over `[rows..., key]` (rows: every batch, head and query axis);
+1. `scores`: a sum over `[rows..., key]` (rows: every batch, head and query axis) of a
+   product of query factors and key factors (a contraction, or, where q and k are views of
+   one tensor, a reduction by class);
 2. `max`: the max over `key` of a *logit*, any elementwise expression of `scores[rows, key]`,
    the indices and other tensors (scale, boolean or additive masks, causal conditions);
 3. `sum`: the sum over `key` of `exp(logit - max[rows])`;
@@ -25,7 +27,7 @@ import functools
 from dataclasses import dataclass
 
 from tunehub.compiler import dtypes
-from tunehub.compiler.analysis import CONTRACTION, REDUCTION, Analysis, Stage
+from tunehub.compiler.analysis import Analysis, Stage
 from tunehub.compiler.ir import Binary, Call, Cast, Expr, Load, Var, loads, substitute, walk
 from tunehub.compiler.products import factors, keeps_values, product_under_casts
 
@@ -93,13 +95,8 @@ def pattern(members: tuple[Stage, ...]) -> Pattern | None:
     if len(members) != _LENGTH or not all(map(_exact_float, members)):
         return None
     scores, maxes, sums, out = members
-    if (scores.kind, maxes.kind, out.kind) != (CONTRACTION, REDUCTION, CONTRACTION):
-        return None
-    if (maxes.anchor.reduce_op, sums.anchor.reduce_op, out.anchor.reduce_op) != (
-        "max",
-        "sum",
-        "sum",
-    ):
+    ops = tuple(s.anchor.reduce_op for s in members)
+    if ops != ("sum", "max", "sum", "sum") or len(scores.anchor.reduce_axes) != 1:
         return None
     if scores.output or maxes.output or sums.output or maxes.epilogue or sums.epilogue:
         return None

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests import signatures
 from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.attention import ATTENTION
 from tunehub.compiler.ir import Program
@@ -20,65 +21,9 @@ from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
 from tunehub.compiler.space.space import Config
 
-LOWEST = "(-3.4028234663852886e+38)"
 
-
-def attention(
-    *,
-    batch: tuple[int, ...] = (1,),
-    heads: int = 4,
-    kv_heads: int = 4,
-    queries: int | str = 6,
-    keys: int | str = 10,
-    depth: int = 8,
-    width: int = 8,
-    mask: str | None = None,
-    causal: bool = False,
-    dtype: str = "float32",
-) -> Program:
-    """Attention over `[*batch, heads, queries, depth]` queries as `frontends.attention`
-    writes it: scores, scaled and masked logits, the softmax's max, sum and weights, and the
-    weighted values, key/value heads read as `h // groups`."""
-    groups = heads // kv_heads
-    b = [f"b{n}" for n in range(len(batch))]
-    head = "h" if groups == 1 else f"(h) // {groups}"
-    rows, scores = [*b, "h", "i"], [*b, "h", "i", "j"]
-    row_shape, score_shape = [*batch, heads, queries], [*batch, heads, queries, keys]
-    inputs = [
-        {"name": "q", "shape": [*batch, heads, queries, depth], "dtype": dtype},
-        {"name": "k", "shape": [*batch, kv_heads, keys, depth], "dtype": dtype},
-        {"name": "v", "shape": [*batch, kv_heads, keys, width], "dtype": dtype},
-    ]
-    logit = "s[" + ", ".join(scores) + "] * 0.35355339059327373"
-    if mask is not None:
-        inputs.append({"name": "mask", "shape": [queries, keys], "dtype": mask})
-        logit = (
-            f"where(mask[i, j], {logit}, {LOWEST})" if mask == "bool" else f"{logit} + mask[i, j]"
-        )
-    if causal:
-        logit = f"where(j <= i, {logit}, {LOWEST})"
-    at = ", ".join(rows)
-    symbols = {n: {"min": 1, "max": 64} for n in (queries, keys) if isinstance(n, str)}
-
-    def compute(name: str, axes: list[str], shape: list[Any], expr: str, **over: int) -> dict:
-        found = {"name": name, "axes": axes, "shape": shape, "dtype": dtype, "expr": expr}
-        op = "max" if name == "m" else "sum"
-        return {**found, "reduce": {"op": op, "axes": over}} if over else found
-
-    computes = [
-        compute("s", scores, score_shape, f"q[{at}, d] * k[{', '.join([*b, head])}, j, d]",
-                d=depth),
-        compute("x", scores, score_shape, logit),
-        compute("m", rows, row_shape, f"x[{at}, j]", j=keys),
-        compute("z", rows, row_shape, f"exp(x[{at}, j] - m[{at}])", j=keys),
-        compute("p", scores, score_shape, f"exp(x[{at}, j] - m[{at}]) / z[{at}]"),
-        compute("o", [*rows, "e"], [*row_shape, width],
-                f"p[{at}, j] * v[{', '.join([*b, head])}, j, e]", j=keys),
-    ]  # fmt: skip
-    return load(
-        {"version": 1, "name": "attention", "symbols": symbols, "inputs": inputs,
-         "computes": computes, "outputs": ["o"]}
-    )  # fmt: skip
+def attention(**shape: Any) -> Program:
+    return load(signatures.attention(**shape))
 
 
 def fused(program: Program, **knobs: Any) -> Config:
@@ -97,6 +42,7 @@ CASES = {
     "L != S, no batch": dict(batch=(), queries=37, keys=45, depth=12, width=20),
     "two batch axes": dict(batch=(2, 1), heads=2, kv_heads=1, causal=True),
     "symbolic lengths": dict(queries="L", keys="S", causal=True),
+    "views of one projection": dict(queries=19, keys=19, packed=True, causal=True),
 }
 
 
