@@ -15,6 +15,7 @@ import pytest
 from tests import signatures
 from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.attention import ATTENTION
+from tunehub.compiler.flops import contraction_flops
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower_function
 from tunehub.compiler.program import load
@@ -102,3 +103,13 @@ def test_what_is_not_an_attention_chain() -> None:
     full = attention()
     with_max = Program(full.name, full.symbols, full.inputs, full.computes, ("m", "o"))
     assert space_for(with_max, HOST).chains == ()
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_attention_counts_its_matmuls_and_its_softmax(packed: bool) -> None:
+    """Two FLOPs per term of each matmul and five per score, whether the scores are a
+    contraction (q and k apart) or a reduction by class (views of one tensor)."""
+    heads, length, depth = 4, 19, 8
+    program = attention(heads=heads, queries=length, keys=length, packed=packed)
+    scores = heads * length * length
+    assert contraction_flops(program, {}) == 2 * scores * depth * 2 + 5 * scores
