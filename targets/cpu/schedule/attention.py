@@ -1,25 +1,26 @@
 """The CPU's flash-attention template: an attention chain (`compiler.attention`) in one pass
 over key blocks with an online softmax, no `[rows, keys]` buffer.
 
-Every batch and head index and every block of `qb` query rows is one work item (`parallel`
-outer loops collapsed into one OpenMP loop). Per item, each row keeps a running max `m`, a
-running sum `l` and an accumulator row `acc[Ev]`; per block of `kb` keys:
+A work item is one batch and head index, or a `chunk` of its query rows (`parallel` outer
+loops collapsed into one OpenMP loop). Each of its rows keeps a running max `m` and sum `l`,
+and its output row is its accumulator. Per block of `kb` keys, the item packs the block's
+key side transposed once (`[E, kb]`, zeros past the last key), then, per block of `qb` query
+rows:
 
-1. the block's keys are packed transposed (`[E, kb]`, zeros past the last key), and a
-   register tile of `qb` rows x `kb / vec` vectors sums the scores over the head dimension
-   (one broadcast query value and `kb / vec` fmas per row and step, the step loop unrolled
-   by `unroll`), as the packed GEMM's microkernel does;
-2. each row turns its scores into logits (scale, masks) in place with their max `mb`, takes
-   `m' = max(m, mb)`, `alpha = exp(m - m')` and `p = exp(logit - m')` (the chain's own
-   term), and adds the `p` to `l * alpha`, vectorized over the keys;
-3. a register tile of `qb` rows x `Ev / vec` vectors rescales the accumulators by `alpha`
+1. a register tile of `qb` rows x `kb / vec` vectors sums the scores over the head
+   dimension (per step one broadcast query value and `kb / vec` fmas a row, the loop
+   unrolled by `unroll`), as the packed GEMM's microkernel does;
+2. each row turns its scores into logits in place (the chain's own scale and masks) with
+   their max `mb`, takes `m' = max(m, mb)`, `alpha = exp(m - m')` and `p = exp(logit - m')`
+   (the chain's own term), and adds the `p` to `l * alpha`, vectorized over the keys;
+3. a register tile of `qb` rows x `Ev / vec` vectors rescales the output rows by `alpha`
    and adds every key's `p * v[key]` (one vector load of the value row per key and vector).
 
-The item ends with `out = acc / l` (the output's epilogue applied). A row whose logits are
-all `-inf` so far subtracts 0 instead of `m'`, so that no `-inf - -inf` poisons the rows
-that later keys make finite. Rows past the last query (a ragged last block) compute on the
-last row's values and are never stored. The keys' pack, the scores and the accumulators
-live in per-thread scratch of `E * kb`, `qb * kb` and `qb * Ev` values.
+The rows past the last whole block of `qb` take the same steps in a 1-row tile. The item
+ends with `out = out / l` (the output's epilogue applied). A row whose logits are all `-inf`
+so far subtracts 0 instead of `m'`, so that no `-inf - -inf` poisons a row that later keys
+make finite. Per-thread scratch: the pack (`E * kb`), a block's scores (`qb * kb`), and each
+row's `m` and `l`.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class FlashAttention(Schedule):
     kind = "flash"
     summary = "attention in one pass over key blocks with an online softmax (flash attention)"
     knob_docs: ClassVar[Mapping[str, str]] = {
-        "qb": "query rows per work item: the register tiles' rows, sharing each key block",
+        "qb": "query rows per block: the register tiles' rows, sharing each packed key block",
         "kb": "keys per block: the score tile's columns",
         "vec": "vector lanes of the register tiles and of the key loops",
         "unroll": "unroll factor of the score tile's loop over the head dimension",
