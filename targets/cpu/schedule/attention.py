@@ -43,6 +43,7 @@ from tunehub.compiler.loop import (
     add,
     as_expr,
     const,
+    const_value,
     mul,
     seq,
     sub,
@@ -179,13 +180,18 @@ class _Lowering:
         ]
         item = _Item(tuple(var(lp.var) for lp in loops[: len(shape) - 1]), first, length)
         keys = split(self.ctx, "k", as_expr(self.p.scores.shape[-1]), self.kb)
-        full = Binary("//", length, const(self.qb), INDEX) if self.qb > 1 else length
+        total = const_value(length)
+        full = (
+            const(total // self.qb)
+            if total is not None
+            else (Binary("//", length, const(self.qb), INDEX) if self.qb > 1 else length)
+        )
         qo, rest = self.ctx.fresh("qo"), self.ctx.fresh("qr")
         blocks = [
             For(qo, full, seq(*self._block(keys, item, mul(var(qo), const(self.qb)), self.qb)))
         ]
-        if self.qb > 1:
-            done = mul(full, const(self.qb))
+        done = mul(full, const(self.qb))
+        if self.qb > 1 and const_value(sub(length, done)) != 0:
             blocks.append(
                 For(rest, sub(length, done), seq(*self._block(keys, item, add(done, var(rest)), 1)))
             )
