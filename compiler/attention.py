@@ -26,9 +26,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numpy as np
+
 from tunehub.compiler import dtypes
 from tunehub.compiler.analysis import Analysis, Stage
-from tunehub.compiler.ir import Binary, Call, Cast, Expr, Load, Var, loads, substitute, walk
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Load, Var, loads, substitute, walk
 from tunehub.compiler.products import factors, keeps_values, product_under_casts
 
 ATTENTION = "attention"
@@ -60,6 +62,24 @@ class Pattern:
     @property
     def rows(self) -> tuple[str, ...]:
         return rows(len(self.maxes.shape))
+
+    @property
+    def causal(self) -> bool:
+        """Whether the logit is `where(key <= query, x, c)`, `c` the dtype's lowest finite
+        value or `-inf` and `x` the scores under constants only: a key past a row's query
+        then adds exactly nothing (`exp(c - m)` is 0 once the row has seen key 0, which every
+        row has), so a kernel may skip the keys past a block's last query."""
+        logit = _unwrap(self.logit)
+        if not (isinstance(logit, Call) and logit.fn == "where"):
+            return False
+        cond, x, c = logit.args
+        before = Binary("<=", Var(KEY), Var(self.rows[-1]), cond.dtype)
+        lowest = float(np.finfo(dtypes.to_numpy(self.maxes.dtype)).min)
+        if cond != before or not isinstance(c, Const) or float(c.value) > lowest:
+            return False
+        reads = {ld.tensor for ld in loads(x)}
+        calls = [e for e in walk(x) if isinstance(e, Call)]
+        return reads == {self.scores.buffer} and not calls
 
 
 def chains(analysis: Analysis) -> tuple[Stage, ...]:

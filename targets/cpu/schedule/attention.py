@@ -16,7 +16,9 @@ rows:
 3. a register tile of `qb` rows x `Ev / vec` vectors rescales the output rows by `alpha`
    and adds every key's `p * v[key]` (one vector load of the value row per key and vector).
 
-The rows past the last whole block of `qb` take the same steps in a 1-row tile. The item
+The rows past the last whole block of `qb` take the same steps in a 1-row tile. Where the
+chain is causal (`Pattern.causal`), the whole query blocks before a key block's first key
+skip it: about half the work. The item
 ends with `out = out / l` (the output's epilogue applied). A row whose logits are all `-inf`
 so far subtracts 0 instead of `m'`, so that no `-inf - -inf` poisons a row that later keys
 make finite. Per-thread scratch: the pack (`E * kb`), a block's scores (`qb * kb`), and each
@@ -44,6 +46,7 @@ from tunehub.compiler.loop import (
     as_expr,
     const,
     const_value,
+    minimum,
     mul,
     seq,
     sub,
@@ -187,9 +190,9 @@ class _Lowering:
             else (Binary("//", length, const(self.qb), INDEX) if self.qb > 1 else length)
         )
         qo, rest = self.ctx.fresh("qo"), self.ctx.fresh("qr")
-        blocks = [
-            For(qo, full, seq(*self._block(keys, item, mul(var(qo), const(self.qb)), self.qb)))
-        ]
+        whole = seq(*self._block(keys, item, mul(var(qo), const(self.qb)), self.qb))
+        skipped = self._skipped(keys, item, full)
+        blocks = [For(qo, sub(full, skipped), whole, start=skipped)]
         done = mul(full, const(self.qb))
         if self.qb > 1 and const_value(sub(length, done)) != 0:
             blocks.append(
@@ -202,6 +205,15 @@ class _Lowering:
             self._rows(item, self._finish),
         )
         return nest(loops, body)
+
+    def _skipped(self, keys: Split, item: _Item, full: Expr) -> Expr:
+        """The item's whole query blocks that a causal chain's key block leaves out: those
+        whose rows all come before its first key (`Pattern.causal`); none otherwise."""
+        if not self.p.causal:
+            return const(0)
+        first_key = mul(var(keys.outer), const(self.kb))
+        before = Call("max", (sub(first_key, item.first), const(0)), INDEX)
+        return minimum(Binary("//", before, const(self.qb), INDEX), full)
 
     def _rows(self, item: _Item, each: PerRow) -> Stmt:
         """A loop over the item's query rows, `each(t, index)` per row (`t` from 0)."""

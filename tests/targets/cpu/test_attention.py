@@ -14,7 +14,7 @@ import pytest
 
 from tests import signatures
 from tests.compiler.cbuild import HOST, check_configs
-from tunehub.compiler.attention import ATTENTION
+from tunehub.compiler.attention import ATTENTION, pattern
 from tunehub.compiler.flops import contraction_flops
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower_function
@@ -113,3 +113,17 @@ def test_attention_counts_its_matmuls_and_its_softmax(packed: bool) -> None:
     program = attention(heads=heads, queries=length, keys=length, packed=packed)
     scores = heads * length * length
     assert contraction_flops(program, {}) == 2 * scores * depth * 2 + 5 * scores
+
+
+def test_a_causal_chain_skips_the_blocks_before_its_keys() -> None:
+    """Only a logit that is the scores under constants, masked by `key <= query`, may skip
+    keys: another mask could leave a row nothing but masked keys, whose weights are then
+    uniform over every key."""
+    found = [
+        pattern(space_for(attention(**shape), HOST).chains[0].members)
+        for shape in (dict(causal=True), dict(causal=True, mask="bool"), dict(mask="float32"))
+    ]
+    assert [p is not None and p.causal for p in found] == [True, False, False]
+    program = attention(queries=70, keys=70, causal=True)
+    configs = [fused(program, qb=qb, kb=16, chunk=chunk) for qb in (1, 4) for chunk in (0, 32)]
+    check_configs(program, HOST, configs, {})
