@@ -29,8 +29,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunehub.compiler import dtypes
-from tunehub.compiler.analysis import Analysis, Stage
-from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Load, Var, loads, substitute, walk
+from tunehub.compiler.analysis import Analysis, Stage, replace_loads
+from tunehub.compiler.ir import (
+    Binary,
+    Call,
+    Cast,
+    Const,
+    Expr,
+    Load,
+    Var,
+    loads,
+    substitute,
+    transform,
+    walk,
+)
 from tunehub.compiler.products import factors, keeps_values, product_under_casts
 
 ATTENTION = "attention"
@@ -62,6 +74,26 @@ class Pattern:
     @property
     def rows(self) -> tuple[str, ...]:
         return rows(len(self.maxes.shape))
+
+    def places(self, index: tuple[Expr, ...], key: Expr) -> dict[str, Expr]:
+        """The placeholders at row `index` and `key` (`COL` and `DEPTH` stay themselves)."""
+        return {**dict(zip(self.rows, index, strict=True)), KEY: key}
+
+    def logit_at(self, index: tuple[Expr, ...], key: Expr, score: Expr) -> Expr:
+        """The logit at row `index` and `key`, given its `score`."""
+        return replace_loads(
+            substitute(self.logit, self.places(index, key)), self.scores.buffer, score
+        )
+
+    def exp_at(self, x: Expr, m: Expr) -> Expr:
+        """The chain's own `exp(logit - max)` at logit `x` and max `m`."""
+
+        def at(e: Expr) -> Expr | None:
+            if e == self.logit:
+                return x
+            return m if isinstance(e, Load) and e.tensor == self.maxes.buffer else None
+
+        return transform(self.exp, at)
 
     @property
     def causal(self) -> bool:

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tunehub.compiler import attention
-from tunehub.compiler.analysis import Stage, replace_loads
-from tunehub.compiler.attention import COL, DEPTH, KEY, Pattern
+from tunehub.compiler.analysis import Stage
+from tunehub.compiler.attention import COL, DEPTH, Pattern
 from tunehub.compiler.dtypes import INDEX
-from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Load, Var, substitute, transform
+from tunehub.compiler.ir import Binary, Call, Cast, Const, Expr, Load, Var, substitute
 from tunehub.compiler.loop import (
     Assign,
     Decl,
@@ -233,7 +233,7 @@ class _Lowering:
     def _pack(self, keys: Split, item: _Item) -> Stmt:
         """The block's key side transposed into `kt[d, key]`, zeros past the last key."""
         d, j = self.ctx.fresh("d"), self.ctx.fresh("j")
-        at = self._places(item.row(const(0)), _at(keys, var(j)))
+        at = self.p.places(item.row(const(0)), _at(keys, var(j)))
         at[DEPTH] = var(d)
         inside = Binary("<", _at(keys, var(j)), as_expr(self.p.scores.shape[-1]), "bool")
         zero = Const(0, self.dtype)
@@ -264,7 +264,7 @@ class _Lowering:
             for v in range(n)
         ]
         for r, index in enumerate(indices):
-            at = self._places(index, const(0))
+            at = self.p.places(index, const(0))
             at[DEPTH] = var(d)
             q = Var(ctx.fresh("q"), vdt)
             step.append(Decl(q.name, vdt, init=Cast(vdt, substitute(self.p.query, at))))
@@ -293,9 +293,7 @@ class _Lowering:
         jx, jp = ctx.fresh("j"), ctx.fresh("j")
         mb, new, base, total = (Var(ctx.fresh(n), dtype) for n in ("mb", "mn", "base", "ps"))
         score = Load(self.s, (self._flat(r, var(jx), self.kb),), dtype)
-        logit = replace_loads(
-            substitute(p.logit, self._places(index, _at(keys, var(jx)))), p.scores.buffer, score
-        )
+        logit = p.logit_at(index, _at(keys, var(jx)), score)
         logits = seq(
             Store(self.s, (self._flat(r, var(jx), self.kb),), logit),
             Assign(mb.name, Call("max", (mb, score), dtype)),
@@ -304,7 +302,7 @@ class _Lowering:
         unset = Binary("==", new, identity("max", dtype), "bool")
         p_at = Load(self.s, (self._flat(r, var(jp), self.kb),), dtype)
         weights = seq(
-            Store(self.s, (self._flat(r, var(jp), self.kb),), self._exp(p_at, base)),
+            Store(self.s, (self._flat(r, var(jp), self.kb),), self.p.exp_at(p_at, base)),
             Assign(total.name, Binary("+", total, p_at, dtype)),
         )
         return [
@@ -312,7 +310,7 @@ class _Lowering:
             self._keys(keys, jx, logits, ("max", mb.name)),
             Decl(new.name, dtype, init=Call("max", (old, mb), dtype)),
             Decl(base.name, dtype, init=Call("where", (unset, Const(0, dtype), new), dtype)),
-            Store(self.alpha, (r,), self._exp(old, base)),
+            Store(self.alpha, (r,), self.p.exp_at(old, base)),
             Decl(total.name, dtype, init=Const(0, dtype)),
             self._keys(keys, jp, weights, ("sum", total.name)),
             Store(
@@ -336,7 +334,7 @@ class _Lowering:
                 for v, name in enumerate(tile[r])
             ]
         j = ctx.fresh("j")
-        row = substitute(self.p.values, self._places(indices[0], _at(keys, var(j))))
+        row = substitute(self.p.values, self.p.places(indices[0], _at(keys, var(j))))
         vectors = vectorize(row, COL, self.lanes)
         assert vectors is not None, "`why_not` refuses value rows that are not contiguous"
         columns = [Var(ctx.fresh(f"v{v}"), vdt) for v in range(n)]
@@ -382,23 +380,6 @@ class _Lowering:
 
     def _flat(self, r: Expr, column: Expr, width: int) -> Expr:
         return add(mul(r, const(width)), column)
-
-    def _places(self, index: tuple[Expr, ...], key: Expr) -> dict[str, Expr]:
-        """The pattern's placeholders at row `index` and `key` (`COL` stays itself)."""
-        mapping: dict[str, Expr] = dict(zip(self.p.rows, index, strict=True))
-        mapping[KEY] = key
-        return mapping
-
-    def _exp(self, x: Expr, m: Expr) -> Expr:
-        """The chain's own `exp(logit - max)` at logit `x` and max `m`."""
-        logit, maxes = self.p.logit, self.p.maxes.buffer
-
-        def at(e: Expr) -> Expr | None:
-            if e == logit:
-                return x
-            return m if isinstance(e, Load) and e.tensor == maxes else None
-
-        return transform(self.p.exp, at)
 
 
 @dataclass(frozen=True)
