@@ -36,6 +36,7 @@ from tunehub.compiler.ir import (
     Cast,
     Const,
     Expr,
+    Extent,
     Load,
     Var,
     loads,
@@ -74,6 +75,11 @@ class Pattern:
     @property
     def rows(self) -> tuple[str, ...]:
         return rows(len(self.maxes.shape))
+
+    @property
+    def depth(self) -> Extent:
+        """The extent the scores sum over: the query and key rows' width."""
+        return self.scores.anchor.reduce_axes[0].extent
 
     def places(self, index: tuple[Expr, ...], key: Expr) -> dict[str, Expr]:
         """The placeholders at row `index` and `key` (`COL` and `DEPTH` stay themselves)."""
@@ -138,6 +144,13 @@ def chains(analysis: Analysis) -> tuple[Stage, ...]:
                 )
             )
     return tuple(found)
+
+
+def of(stage: Stage) -> Pattern:
+    """The pattern of an attention stage (one `chains` made)."""
+    found = pattern(stage.members)
+    assert found is not None, "an attention stage is a chain `chains` found"
+    return found
 
 
 @functools.lru_cache(maxsize=64)

@@ -84,9 +84,8 @@ class FlashAttention(Schedule):
     }
 
     def why_not(self, stage: Stage, target: Target) -> str | None:
-        found = attention.pattern(stage.members)
-        assert found is not None, "an attention stage is a chain `attention.chains` found"
-        width, depth = stage.shape[-1], found.scores.anchor.reduce_axes[0].extent
+        found = attention.of(stage)
+        width, depth = stage.shape[-1], found.depth
         if not isinstance(width, int) or width > MAX_ROW or not isinstance(depth, int):
             return f"the head dimensions are not constants (values of at most {MAX_ROW})"
         if not self._widths(stage, target):
@@ -142,8 +141,7 @@ class FlashAttention(Schedule):
         return [s for s in seeds if self.check(stage, target, s) is None]
 
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
-        found = attention.pattern(stage.members)
-        assert found is not None, "an attention stage is a chain `attention.chains` found"
+        found = attention.of(stage)
         return _Lowering(found, config, ctx).item()
 
 
@@ -158,7 +156,7 @@ class _Lowering:
         self.dtype = found.out.dtype
         self.vdt = vector(self.dtype, self.lanes)
         self.width = int(found.out.shape[-1])
-        self.depth = int(found.scores.anchor.reduce_axes[0].extent)
+        self.depth = int(found.depth)
         queries = self.chunk or found.maxes.shape[-1]
         self.m = ctx.scratch("m", self.dtype, (queries,), per_thread=True)
         self.l = ctx.scratch("l", self.dtype, (queries,), per_thread=True)

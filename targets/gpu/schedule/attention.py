@@ -62,9 +62,8 @@ class SimtAttention(Schedule):
     }
 
     def why_not(self, stage: Stage, target: Target) -> str | None:
-        found = attention.pattern(stage.members)
-        assert found is not None, "an attention stage is a chain `attention.chains` found"
-        depth = found.scores.anchor.reduce_axes[0].extent
+        found = attention.of(stage)
+        depth = found.depth
         if not isinstance(stage.shape[-1], int) or not isinstance(depth, int):
             return "the head dimensions are not constants"
         return None
@@ -79,9 +78,8 @@ class SimtAttention(Schedule):
         return {"threads": 64, "kb": 32}
 
     def check(self, stage: Stage, target: Target, config: Config) -> str | None:
-        found = attention.pattern(stage.members)
-        assert found is not None
-        depth = int(found.scores.anchor.reduce_axes[0].extent)
+        found = attention.of(stage)
+        depth = int(found.depth)
         shared = int(config["kb"]) * (depth + int(stage.shape[-1])) * itemsize(stage.dtype)
         if shared > min(STATIC_SHARED, limits_for(target).shared_bytes):
             return f"{shared} bytes of staged keys and values (at most {STATIC_SHARED})"
@@ -91,8 +89,7 @@ class SimtAttention(Schedule):
         return None
 
     def lower(self, stage: Stage, config: Config, ctx: Context, rows: tuple[Expr, ...]) -> Stmt:
-        found = attention.pattern(stage.members)
-        assert found is not None, "an attention stage is a chain `attention.chains` found"
+        found = attention.of(stage)
         return _Lowering(found, config, ctx).kernel()
 
 
@@ -104,7 +101,7 @@ class _Lowering:
         self.threads, self.kb = int(config["threads"]), int(config["kb"])
         self.dtype = found.out.dtype
         self.width = int(found.out.shape[-1])
-        self.depth = int(found.scores.anchor.reduce_axes[0].extent)
+        self.depth = int(found.depth)
         self.keys = as_expr(found.scores.shape[-1])
         names = ("ks", "vs", "m", "l", "acc", "s", "qr")
         self.ks, self.vs, self.m, self.l, self.acc, self.s, self.qr = map(ctx.fresh, names)
