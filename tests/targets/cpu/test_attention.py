@@ -15,6 +15,7 @@ import pytest
 from tests import signatures
 from tests.compiler.cbuild import HOST, check_configs
 from tunehub.compiler.attention import ATTENTION, pattern
+from tunehub.compiler.explain import explain
 from tunehub.compiler.flops import contraction_flops
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower_function
@@ -127,3 +128,13 @@ def test_a_causal_chain_skips_the_blocks_before_its_keys() -> None:
     program = attention(queries=70, keys=70, causal=True)
     configs = [fused(program, qb=qb, kb=16, chunk=chunk) for qb in (1, 4) for chunk in (0, 32)]
     check_configs(program, HOST, configs, {})
+
+
+def test_explain_says_what_the_chain_and_its_knobs_are() -> None:
+    found = explain(attention(mask="bool"), HOST)
+    assert "a0: stages 0..3 are attention, one pass over the keys" in found.groups
+    meanings = {k.name: k.meaning for k in found.knobs if k.name.startswith("a0.")}
+    assert set(meanings) == {
+        f"a0.{k}" for k in ("fuse", "qb", "kb", "vec", "unroll", "chunk", "parallel")
+    }
+    assert all(meanings.values())
