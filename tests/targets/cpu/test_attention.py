@@ -45,6 +45,7 @@ CASES = {
     "two batch axes": dict(batch=(2, 1), heads=2, kv_heads=1, causal=True),
     "symbolic lengths": dict(queries="L", keys="S", causal=True),
     "views of one projection": dict(queries=19, keys=19, packed=True, causal=True),
+    "float64": dict(dtype="float64", mask="float64", causal=True),
 }
 
 
