@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from bench.machine import write_cpu_report  # noqa: E402
 from bench.tuning import retime, tune_cpu  # noqa: E402
 from tests.compiler.test_forms import conv_forms, matmul_forms, tensor  # noqa: E402
-from tunehub.compiler.analysis import contraction_flops  # noqa: E402
+from tunehub.compiler.flops import contraction_flops  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
 
 

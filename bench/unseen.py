@@ -13,7 +13,9 @@ is then timed once more beside two numpy versions, one after the other, on one t
 the same rule (`worker.measure.library.median_call_s`): the signature evaluated compute by
 compute as array expressions, as a tuning's library baseline does (where a reduction reads
 through `where` or strides, that builds large intermediates), and the numpy a user would
-write by hand (`PEERS`, checked against the reference first). The report goes to
+write by hand (`PEERS`, checked against the reference first); and, where torch has the op
+itself and is installed, torch's (`TORCH_PEERS`: attention is `scaled_dot_product_attention`)
+on one thread too. The report goes to
 docs/benchmarks/unseen-<date>-<isa>.md with the machine and the commit.
 """
 
@@ -93,6 +95,20 @@ PEERS: dict[str, Callable[[Arrays], np.ndarray]] = {
 }
 
 
+def _torch_attention(a: Arrays) -> Callable[[], np.ndarray]:
+    import torch
+
+    q, k, v = (torch.from_numpy(a[name]) for name in "QKV")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return lambda: sdpa(q, k, v, scale=0.125).numpy()
+
+
+# Torch's own op for a workload, where it has one: a call on the inputs, made once.
+TORCH_PEERS: dict[str, Callable[[Arrays], Callable[[], np.ndarray]]] = {
+    "attention": _torch_attention,
+}
+
+
 def main() -> None:
     names = sorted(path.stem for path in WORKLOADS.glob("*.json"))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -101,8 +117,8 @@ def main() -> None:
     args = parser.parse_args()
     lines = [
         "| workload | tunehub | numpy by hand | speed vs numpy by hand | numpy, as the "
-        "signature | speed vs that | tuning |",
-        "|---|---|---|---|---|---|---|",
+        "signature | speed vs that | torch's own op | speed vs torch | tuning |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     configs = []
     for name in args.only or names:
@@ -113,9 +129,11 @@ def main() -> None:
         ours = median_latency(kernel)
         hand = _peer_latency(name, load(document))
         numpy = library_latency(load(document), {}, threads=1)
+        torch = _torch_latency(name, load(document))
+        beside = "| - | - " if torch is None else f"| {torch * 1e3:.4f} ms | {torch / ours:.2f}x "
         lines.append(
             f"| {name} | {ours * 1e3:.4f} ms | {hand * 1e3:.4f} ms | {hand / ours:.2f}x | "
-            f"{numpy * 1e3:.4f} ms | {numpy / ours:.2f}x | {tuning:.0f} s |"
+            f"{numpy * 1e3:.4f} ms | {numpy / ours:.2f}x {beside}| {tuning:.0f} s |"
         )
         configs.append(f"- {name}: {kernel.knobs()}")
         print(lines[-1], flush=True)
@@ -123,9 +141,10 @@ def main() -> None:
         "unseen",
         "Workloads outside the examples, tuned and timed beside numpy",
         f"python bench/unseen.py --trials {args.trials}",
-        "one thread; each tuned kernel timed again right before the two numpy versions, by "
-        "the same rule: the median of batches of at least 50 ms; numpy as the signature is the "
-        "tuning's own library baseline, compute by compute",
+        "one thread; each tuned kernel timed again right before the two numpy versions (and "
+        "torch's own op, where it has one), by the same rule: the median of batches of at "
+        "least 50 ms; numpy as the signature is the tuning's own library baseline, compute by "
+        "compute",
         args.only,
         "\n".join(lines) + "\n\nThe tuned kernels:\n\n" + "\n".join(configs) + "\n",
     )
@@ -140,6 +159,28 @@ def _peer_latency(name: str, program: Program) -> float:
     if not np.allclose(got, expected, rtol=1e-3, atol=1e-4):
         raise SystemExit(f"{name}: the numpy peer disagrees with the reference")
     return median_call_s(lambda: PEERS[name](inputs), threads=1)
+
+
+def _torch_latency(name: str, program: Program) -> float | None:
+    """Torch's own op for `name` on one thread, once checked against the reference; None
+    where it has none or torch is not installed."""
+    if name not in TORCH_PEERS:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    inputs = random_inputs(program, {}, seed=0)
+    expected = evaluate(program, inputs, {})[program.outputs[0]]
+    call = TORCH_PEERS[name](inputs)
+    if not np.allclose(call(), expected, rtol=1e-3, atol=1e-4):
+        raise SystemExit(f"{name}: torch disagrees with the reference")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return median_call_s(call, threads=1)
+    finally:
+        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def run_demo(
     The compiler (its reference evaluator, the naive schedule) is this machine's own, as the
     demo runs the whole service here. A CUDA kernel runs on torch tensors on this machine's
     GPU, as a user's model would call it (`scripts/gpu_checks service`)."""
-    from tunehub.compiler.analysis import contraction_flops
+    from tunehub.compiler.flops import contraction_flops
     from tunehub.compiler.inputs import random_inputs
     from tunehub.compiler.program import load
     from tunehub.compiler.reference import evaluate

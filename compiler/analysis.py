@@ -24,7 +24,6 @@ which a schedule may compute row by row in one parallel loop.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -66,6 +65,9 @@ class Stage:
     # The output a reduction also stores each term in, at its row and reduce index, for the
     # stage computing that output to read back (`_kept_terms`); None: it keeps none.
     keeps: str | None = None
+    # An attention stage's chain (`compiler.attention`): the consecutive stages it computes
+    # in one pass, its own anchor, epilogue and buffer the last one's; () for any other.
+    members: tuple[Stage, ...] = ()
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -376,15 +378,3 @@ def _unit_stride(expr: Expr, axis: str) -> bool:
             return _unit_stride(expr.a, axis)
         return expr.op == "+" and b and not a and _unit_stride(expr.b, axis)
     return False
-
-
-def contraction_flops(program: Program, symbols: dict[str, int]) -> int | None:
-    """Floating-point operations of the program's contractions (a multiply and an add per
-    term), the usual GFLOP/s numerator; None when it has none (softmax, elementwise)."""
-    total = 0
-    for stage in analyze(program).stages:
-        if stage.kind == CONTRACTION:
-            points = math.prod(program.extent(e, symbols) for e in stage.shape)
-            terms = math.prod(program.extent(r.extent, symbols) for r in stage.anchor.reduce_axes)
-            total += 2 * points * terms
-    return total or None

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from tunehub.compiler import attention
 from tunehub.compiler.analysis import CONTRACTION, REDUCTION, Analysis, RowGroup, Stage
 from tunehub.compiler.ir import Expr
 from tunehub.compiler.kernel import Kernel, KernelArg
@@ -34,9 +35,9 @@ WIDER = {CONTRACTION: REDUCTION}
 
 class CompilerBackend(ABC):
     """One target kind, as the compiler sees it: `schedules`, the templates of each stage
-    class (`analysis.KINDS`) in the order the union offers them (a new kernel is one template
-    module and its entry here), and the `fallback` that computes any stage (every schedule's
-    naive config lowers to it)."""
+    class (`analysis.KINDS`, and `attention.ATTENTION` for whole attention chains) in the
+    order the union offers them (a new kernel is one template module and its entry here),
+    and the `fallback` that computes any stage (every schedule's naive config lowers to it)."""
 
     language: str  # the kernels' language: `Kernel.language`, and the artifact's
     renderer: type[CStyleRenderer]
@@ -57,6 +58,16 @@ class CompilerBackend(ABC):
     # Whether the analysis splits each variance into two sums that need no mean
     # (`analysis.analyze`'s `one_pass`): where a fused row runs sibling sums in one loop.
     one_pass: bool = False
+
+    def chains(self, analysis: Analysis, target: Target) -> tuple[Stage, ...]:
+        """The attention stages (`compiler.attention.chains`) of `analysis` that a template of
+        this kind's `attention.ATTENTION` class computes in one pass."""
+        templates = self.schedules.get(attention.ATTENTION, ())
+        return tuple(
+            chain
+            for chain in attention.chains(analysis)
+            if any(t.why_not(chain, target) is None for t in templates)
+        )
 
     # Whether a reduction stores its costly terms into the output that computes them again,
     # which reads them back (`analysis.analyze`'s `keep_terms`): where every reduction

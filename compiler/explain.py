@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from tunehub.compiler.analysis import Analysis, Stage
 from tunehub.compiler.backend import compiler_backend, schedule_for
 from tunehub.compiler.ir import Program, loads
-from tunehub.compiler.space import space_for
-from tunehub.compiler.space.program import FUSE_DOC
+from tunehub.compiler.space import ProgramSpace, space_for
+from tunehub.compiler.space.program import CHAIN_DOC, FUSE_DOC
 from tunehub.compiler.space.space import Knob
 from tunehub.schemas.target import Target
 
@@ -46,7 +46,7 @@ class StageLine:
 class Explanation:
     target: Target
     stages: tuple[StageLine, ...]
-    groups: tuple[str, ...]  # each fusable row group, in words
+    groups: tuple[str, ...]  # each fusable row group and attention chain, in words
     knobs: tuple[KnobLine, ...]
 
     @property
@@ -62,13 +62,16 @@ def explain(program: Program, target: Target) -> Explanation:
     analysis = space.analysis
     default = space.default()
     knobs = [
-        KnobLine(name, values, default[name], _meaning(analysis, target, name))
+        KnobLine(name, values, default[name], _meaning(space, target, name))
         for name, values in space.knobs.items()
     ]
     stages = tuple(_stage_line(program, analysis, stage, target) for stage in analysis.stages)
     groups = tuple(
         f"g{n}: stages {g.first}..{g.last} share {g.rows} row axes"
         for n, g in enumerate(analysis.groups)
+    ) + tuple(
+        f"a{n}: stages {c.members[0].index}..{c.index} are attention, one pass over the keys"
+        for n, c in enumerate(space.chains)
     )
     return Explanation(target, stages, groups, tuple(knobs))
 
@@ -107,11 +110,15 @@ def _inlined_into(program: Program, analysis: Analysis, stage: Stage) -> tuple[s
     return tuple(sorted(found, key=list(computes).index))
 
 
-def _meaning(analysis: Analysis, target: Target, name: str) -> str:
+def _meaning(space: ProgramSpace, target: Target, name: str) -> str:
     prefix, _, knob = name.partition(".")
     if prefix.startswith("g"):
         return FUSE_DOC if knob == "fuse" else compiler_backend(target).group_knob_docs[knob]
-    stage = analysis.stages[int(prefix[1:])]
+    if prefix.startswith("a"):
+        chain = space.chains[int(prefix[1:])]
+        schedule = space.chain_schedules[int(prefix[1:])]
+        return CHAIN_DOC if knob == "fuse" else schedule.knob_doc(chain, target, knob)
+    stage = space.analysis.stages[int(prefix[1:])]
     return schedule_for(stage, target).knob_doc(stage, target, knob)
 
 

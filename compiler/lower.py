@@ -3,9 +3,11 @@
 Stages are lowered in order, each by its class's schedule on the target with its own
 (unprefixed) knobs; a fused row group becomes one loop over its rows (on CPUs parallel and
 collapsed, on CUDA one block per row) holding each of its stages' per-row statements back to
-back. On CUDA every stage (or fused group) is a kernel launch of its own. Results that are
-not outputs live in workspace buffers. `lower_function` stops at the loop IR (for features
-and tests); `lower` simplifies its index arithmetic (`compiler.simplify`) and renders it.
+back; a fused attention chain (`compiler.attention`) is its template's one loop nest in
+place of its stages, whose workspaces it does without. On CUDA every stage (or fused group)
+is a kernel launch of its own. Results that are not outputs live in workspace buffers.
+`lower_function` stops at the loop IR (for features and tests); `lower` simplifies its index
+arithmetic (`compiler.simplify`) and renders it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tunehub.compiler.loop import Buffer, Function, Namer, Stmt, Workspace, seq
 from tunehub.compiler.schedule.stage import Context
 from tunehub.compiler.simplify import simplify
 from tunehub.compiler.space import ProgramSpace, space_for
-from tunehub.compiler.space.program import group_knob
+from tunehub.compiler.space.program import chain_knob, group_knob
 from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import Target
 
@@ -50,13 +52,24 @@ def lower_function(
         raise InvalidConfig(reason)
     analysis = space.analysis
     ctx = Context(analysis, target, Namer(signature_names(program)))
-    ctx.workspaces += [Workspace(s.buffer, s.dtype, s.shape) for s in analysis.workspaces]
+    chains = {
+        c.members[0].index: (n, c) for n, c in enumerate(space.chains) if config[chain_knob(n)]
+    }
+    inside = {s.index for _, c in chains.values() for s in c.members}
+    ctx.workspaces += [
+        Workspace(s.buffer, s.dtype, s.shape) for s in analysis.workspaces if s.index not in inside
+    ]
     fused = {g.first: (n, g) for n, g in enumerate(analysis.groups) if config[group_knob(n)]}
     body: list[Stmt] = []
     index = 0
     while index < len(analysis.stages):
         stage = analysis.stages[index]
-        if index in fused:
+        if index in chains:
+            n, chain = chains[index]
+            schedule = space.chain_schedules[n]
+            body.append(schedule.lower(chain, space.chain_config(n, config), ctx, ()))
+            index = chain.index + 1
+        elif index in fused:
             n, group = fused[index]
             body.append(_fused(space, config, ctx, n, group))
             index = group.last + 1

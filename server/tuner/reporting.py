@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from tunehub.compiler.analysis import contraction_flops
+from tunehub.compiler.flops import contraction_flops
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
 from tunehub.compiler.space.space import Config, Space

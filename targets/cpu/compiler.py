@@ -1,12 +1,13 @@
 """The CPU target as the compiler sees it: C with OpenMP (`render`), the packed GEMM,
-reduction and injective schedules (`schedule/`), and the roofline of a core as the estimate a
-search starts from."""
+reduction, injective and flash-attention schedules (`schedule/`), and the roofline of a core
+as the estimate a search starts from."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION, Analysis, RowGroup
+from tunehub.compiler.attention import ATTENTION
 from tunehub.compiler.backend import CompilerBackend, RowBodies
 from tunehub.compiler.cost_model import roofline
 from tunehub.compiler.cost_model.cost_model import Estimate
@@ -16,6 +17,7 @@ from tunehub.compiler.space.space import Config, Knob
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.render import CRenderer
 from tunehub.targets.cpu.schedule import rows
+from tunehub.targets.cpu.schedule.attention import FlashAttention
 from tunehub.targets.cpu.schedule.contraction import PackedGemm
 from tunehub.targets.cpu.schedule.fallback import Fallback
 from tunehub.targets.cpu.schedule.injective import Injective
@@ -34,6 +36,7 @@ class CpuCompiler(CompilerBackend):
             INJECTIVE: [Injective()],
             REDUCTION: [Reduction()],
             CONTRACTION: [PackedGemm()],
+            ATTENTION: [FlashAttention()],
         }
 
     group_knobs: Mapping[str, tuple[Knob, ...]] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tunehub.compiler.analysis import CONTRACTION, INJECTIVE, REDUCTION
+from tunehub.compiler.attention import ATTENTION
 from tunehub.compiler.backend import arguments
 from tunehub.compiler.kernel import Kernel
 from tunehub.compiler.loop import Function
@@ -22,6 +23,7 @@ from tunehub.targets.cuda.schedule.wgmma_template import WgmmaContraction
 from tunehub.targets.cuda.schedule.wmma import WmmaContraction
 from tunehub.targets.gpu.backend import GpuCompiler
 from tunehub.targets.gpu.limits import DeviceLimits
+from tunehub.targets.gpu.schedule.attention import SimtAttention
 from tunehub.targets.gpu.schedule.contraction import PlainContraction
 from tunehub.targets.gpu.schedule.fallback import Fallback
 from tunehub.targets.gpu.schedule.gemv import GemvContraction
@@ -45,6 +47,7 @@ class CudaCompiler(GpuCompiler):
                 WmmaContraction(),
                 WgmmaContraction(),
             ],
+            ATTENTION: [SimtAttention()],
         }
 
     def limits(self, target: Target) -> DeviceLimits:
