@@ -36,6 +36,7 @@ from tunehub.client.commands.common import (
     target_here,
 )
 from tunehub.client.commands.summaries import (
+    library_code,
     many_json,
     many_table,
     summary_json,
@@ -80,6 +81,9 @@ if TYPE_CHECKING:
     "--strategy", type=click.Choice(STRATEGY_NAMES), default=DEFAULT_STRATEGY, show_default=True
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search.")
+@click.option(
+    "--verbose", "show_code", is_flag=True, help="Show the library code timed beside the kernel."
+)
 def tune(
     signature_files: tuple[Path, ...],
     target_text: str,
@@ -92,6 +96,7 @@ def tune(
     threads: int | None,
     strategy: str,
     seed: int,
+    show_code: bool,
 ) -> None:
     """Tune task signatures, or a task set (`tunehub extract`), on this machine and report
     naive vs best.
@@ -154,7 +159,7 @@ def tune(
                 ids = ", ".join(map(str, tuning_ids))
                 raise InternalError(f"tuning {ids} failed: {exc}") from exc
     baselines = [
-        worker_backend(target).library_latency(
+        worker_backend(target).library_baselines(
             load(loaded[index][0].model_dump_json()), summary.symbols, threads
         )
         for (index, _), summary in zip(tasks, summaries, strict=True)
@@ -164,12 +169,17 @@ def tune(
             click.echo(json.dumps(summary_json(summaries[0], baselines[0])))
         else:
             Console().print(summary_table(loaded[0][0].name, summaries[0], baselines[0]))
+            if show_code:
+                click.echo(library_code(baselines[0]))
         return
     if as_json:
         click.echo(json.dumps(many_json(summaries, task_weights, baselines)))
     else:
         names = [loaded[index][0].name for index, _ in tasks]
         Console().print(many_table(names, summaries, task_weights, baselines))
+        if show_code:
+            for name, task_baselines in zip(names, baselines, strict=True):
+                click.echo(f"# {name}\n{library_code(task_baselines)}")
 
 
 @click.command()
