@@ -77,6 +77,12 @@ class UserError(CliError):
     exit_code = 2
 
 
+class Interrupted(CliError):
+    """Ctrl-C, with what it left running: exit 130, as the shell's."""
+
+    exit_code = 130
+
+
 class InternalError(CliError):
     """Something in tunehub failed: exit 1."""
 

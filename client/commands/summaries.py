@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+import click
 from rich.console import Console
 from rich.table import Table
 
@@ -78,6 +79,21 @@ def progress_bar(
             )
 
         yield update
+
+
+@contextmanager
+def going_on(what: str, ident: int) -> Iterator[None]:
+    """Ctrl-C while following a tuning (or group) stops the following, not the tuning: say
+    so, and how to cancel it."""
+    from tunehub.client.commands.common import Interrupted
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        cancel = f"tunehub cancel {'--group ' if what != 'tuning' else ''}{ident}"
+        raise Interrupted(
+            f"stopped watching: {what} {ident} goes on; `{cancel}` cancels it"
+        ) from None
 
 
 def _bar(label: str, detail: str) -> Bar:
@@ -266,6 +282,16 @@ def _gflops(summary: TuningSummary) -> float | None:
 
 
 # A server's tunings, groups and records (`submit`, `status`, `best`)
+
+
+def show_view(view: TuningView | TuningGroupView, as_json: bool) -> None:
+    """A tuning or group as `submit` and `status` print it: JSON, or its table."""
+    if as_json:
+        click.echo(view.model_dump_json())
+    elif isinstance(view, TuningGroupView):
+        Console().print(group_table(view))
+    else:
+        Console().print(tuning_table(view))
 
 
 def tuning_table(tuning: TuningView) -> Table:
