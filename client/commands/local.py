@@ -33,8 +33,10 @@ from tunehub.client.commands.common import (
     show_dispatch,
     symbol_option,
     symbol_tasks,
+    symbols_text,
     target_here,
 )
+from tunehub.client.commands.state import tuned_values
 from tunehub.client.commands.summaries import (
     library_code,
     many_json,
@@ -183,7 +185,7 @@ def tune(
 
 
 @click.command()
-@click.argument("workload_key", metavar="KEY", required=False)
+@click.argument("workload_key", metavar="[KEY]", required=False)
 @click.option(
     "--signature",
     "signature_file",
@@ -255,8 +257,8 @@ def kernel(
             table = dispatch_table(s, workload_key, target, device)
             if table is None:
                 raise UserError(
-                    f"no verified kernel for workload {workload_key[:12]} on {target}: "
-                    "run `tunehub tune` first"
+                    f"no verified kernel for workload {workload_key[:12]} on {target}"
+                    + tuned_values(s, workload_key)
                 )
             kernels = [_stored_kernel(s, entry.record, workload.name) for entry in table.entries]
             save_dispatch(out_dir, table, kernels)
@@ -270,7 +272,7 @@ def kernel(
         if best is None or best.artifact_sha256 is None:
             raise UserError(
                 f"no verified kernel for workload {workload_key[:12]} on {target} "
-                f"with symbols {symbols}: run `tunehub tune` first"
+                f"with symbols {symbols_text(symbols)}{tuned_values(s, workload_key)}"
             )
         save_kernel(out_dir, *_stored_kernel(s, RecordView.model_validate(best), workload.name))
     click.echo(

@@ -5,6 +5,7 @@ local database (`state`): `status`, `list` (tunings, workloads or kernels), `bes
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -50,11 +51,14 @@ def status(
 ) -> None:
     """Show a tuning's (or with --group, a tuning group's) progress and best kernels so far."""
     view: TuningView | TuningGroupView
-    with open_source(server, token, db_url) as source:
+    what = "tuning group" if is_group else "tuning"
+    with (
+        going_on(what, ident) if watch else nullcontext(),
+        open_source(server, token, db_url) as source,
+    ):
         view = source.group(ident) if is_group else source.tuning(ident)
         if watch:
-            what = "tuning group" if is_group else "tuning"
-            with progress_bar(enabled=not as_json) as on_progress, going_on(what, ident):
+            with progress_bar(enabled=not as_json) as on_progress:
                 view = source.wait(view, on_progress)
     show_view(view, as_json)
 

@@ -72,12 +72,17 @@ class Source(Protocol):
 
 @contextmanager
 def open_source(server: str | None, token: str | None, db_url: str | None) -> Iterator[Source]:
-    """The server named, else the local database; which one is said on stderr."""
+    """The server named, else the local database; which one is said on stderr (unless the
+    command line named it)."""
     if server is not None:
         if db_url is not None:
             raise UserError("--db names a local database: leave it out with --server")
+        from click.core import ParameterSource
+
         with connect(server, token) as client:
-            click.echo(f"reading server {server}", err=True)
+            source = click.get_current_context().get_parameter_source("server")
+            if source == ParameterSource.ENVIRONMENT:  # named on the command line: known
+                click.echo(f"reading server {server} (${SERVER_ENV})", err=True)
             yield _Remote(client, f"server {server}")
         return
     from tunehub.server.db.session import session_scope
