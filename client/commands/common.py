@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -362,7 +363,7 @@ def show_dispatch(directory: Path, table: DispatchTable) -> None:
     """What `kernel --dispatch` and `download --dispatch` print once they wrote `directory`."""
     last = len(table.entries) - 1
     click.echo(f"wrote {directory}/ (dispatch.json and kernel directories k0/..k{last}/)")
-    Console().print(dispatch_table(table))
+    console().print(dispatch_table(table))
     for index, entry in enumerate(table.entries):
         if entry.fallback:
             click.echo(f"note: k{index}: {entry.fallback}")
@@ -391,6 +392,17 @@ def dispatch_table(table: DispatchTable) -> Table:
             (entry.record.artifact_sha256 or "-")[:12],
         )
     return view
+
+
+UNCUT_WIDTH = 1000  # columns of output that is not a terminal: a table is never cut to fit
+
+
+def console() -> Console:
+    """Where the commands print their tables: a terminal's width, or when stdout is a file or
+    a pipe as wide as the table needs (rich would cut it to 80 columns, "laye...")."""
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=UNCUT_WIDTH)
 
 
 def seconds(value: float | None) -> str:

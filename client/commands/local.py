@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
@@ -23,6 +22,7 @@ from tunehub.client.commands.common import (
     InternalError,
     UserError,
     caller_device,
+    console,
     load_document,
     load_signature,
     local_sessions,
@@ -170,7 +170,7 @@ def tune(
         if as_json:
             click.echo(json.dumps(summary_json(summaries[0], baselines[0])))
         else:
-            Console().print(summary_table(loaded[0][0].name, summaries[0], baselines[0]))
+            console().print(summary_table(loaded[0][0].name, summaries[0], baselines[0]))
             if show_code:
                 click.echo(library_code(baselines[0]))
         return
@@ -178,7 +178,7 @@ def tune(
         click.echo(json.dumps(many_json(summaries, task_weights, baselines)))
     else:
         names = [loaded[index][0].name for index, _ in tasks]
-        Console().print(many_table(names, summaries, task_weights, baselines))
+        console().print(many_table(names, summaries, task_weights, baselines))
         if show_code:
             for name, task_baselines in zip(names, baselines, strict=True):
                 click.echo(f"# {name}\n{library_code(task_baselines)}")

@@ -9,13 +9,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
     UserError,
     caller_device,
+    console,
     parse_symbols,
     read_signature,
     seconds,
@@ -103,7 +103,7 @@ def list_command(
     table = Table(*columns)
     for item in items:
         table.add_row(*(_cell(item[c]) for c in columns))
-    Console().print(table)
+    console().print(table)
 
 
 def _tuning_row(t: TuningView) -> dict[str, object]:
@@ -203,7 +203,7 @@ def best(
     if as_json:
         click.echo(record.model_dump_json())
         return
-    Console().print(record_table(record))
+    console().print(record_table(record))
     if record.fallback:
         click.echo(f"note: {record.fallback}")
 

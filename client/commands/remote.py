@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
 from tunehub.client.commands.common import (
@@ -23,6 +22,7 @@ from tunehub.client.commands.common import (
     UserError,
     caller_device,
     connect,
+    console,
     parse_symbols,
     read_signature,
     read_tasks,
@@ -268,7 +268,7 @@ def workers(as_json: bool, server: str, token: str | None) -> None:
         targets = ", ".join(w.targets)
         slot = w.slot or "machine"
         table.add_row(w.name, w.host, slot, targets, str(w.threads), f"{w.last_heartbeat:%X}")
-    Console().print(table if found else "no living workers")
+    console().print(table if found else "no living workers")
 
 
 COMMANDS = [submit, download, workers]

@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from tunehub.client.commands.common import seconds, symbols_text
+from tunehub.client.commands.common import console, seconds, symbols_text
 from tunehub.schemas.api import TuningGroupView
 
 if TYPE_CHECKING:
@@ -289,9 +289,9 @@ def show_view(view: TuningView | TuningGroupView, as_json: bool) -> None:
     if as_json:
         click.echo(view.model_dump_json())
     elif isinstance(view, TuningGroupView):
-        Console().print(group_table(view))
+        console().print(group_table(view))
     else:
-        Console().print(tuning_table(view))
+        console().print(tuning_table(view))
 
 
 def tuning_table(tuning: TuningView) -> Table:

@@ -78,6 +78,8 @@ def test_status_list_and_best_read_the_local_database_and_say_so(tuned: Tuned) -
     assert [t["tuning"] for t in listed] == [tuned.tuning_id]
     workloads = json.loads(_here("list", "--workloads", "--db", tuned.url, "--json").stdout)
     assert [(w["key"], w["name"]) for w in workloads] == [(KEY, "lookup_cli")]
+    table = _here("list", "--workloads", "--db", tuned.url).stdout  # to a pipe: not cut
+    assert KEY in table and "lookup_cli" in table
     kernels = json.loads(_here("list", "--kernels", "--db", tuned.url, "--json").stdout)
     best = _here("best", KEY[:12], "--symbol", "M=8", "--db", tuned.url, "--json")
     assert best.returncode == 0, best.stderr
