@@ -333,6 +333,23 @@ def symbol_tasks(
     return tasks
 
 
+# The naive config is every task's first trial: a task needs one more to leave it.
+TRIALS_PER_TASK = 2
+
+
+def warn_small_budget(trials: int, tasks: int) -> None:
+    """Say on stderr when `trials` shared by `tasks` tasks cannot take every task past its
+    naive config (16 trials over 18 tasks leave all at naive speed, two never tried)."""
+    needed = TRIALS_PER_TASK * tasks
+    if tasks > 1 and trials < needed:
+        untried = f", {tasks - trials} never tried" if trials < tasks else ""
+        click.echo(
+            f"warning: {trials} trials over {tasks} tasks leave some at their naive "
+            f"schedule{untried}: --trials {needed} or more tries one schedule beyond it in each",
+            err=True,
+        )
+
+
 def parse_weights(text: str | None, n: int) -> list[float]:
     """`--weights 1,2` -> [1.0, 2.0], one positive number per signature (default all 1)."""
     if text is None:

@@ -35,6 +35,7 @@ from tunehub.client.commands.common import (
     symbol_tasks,
     symbols_text,
     target_here,
+    warn_small_budget,
 )
 from tunehub.client.commands.state import tuned_values
 from tunehub.client.commands.summaries import (
@@ -125,6 +126,7 @@ def tune(
     target = parse_target(target_text)
     tasks = symbol_tasks([signature for signature, _ in loaded], symbol_args)
     task_weights = [weights[index] for index, _ in tasks]  # every value of a layer: its weight
+    warn_small_budget(trials, len(tasks))
     sessions = local_sessions(db_url)
     with LocalExecutor() as executor:
         try:

@@ -31,6 +31,7 @@ from tunehub.client.commands.common import (
     show_dispatch,
     symbol_option,
     symbol_tasks,
+    warn_small_budget,
 )
 from tunehub.client.commands.summaries import going_on, progress_bar, show_view
 from tunehub.schemas.api import DEFAULT_STRATEGY, GroupTask, TuningGroupView
@@ -89,6 +90,7 @@ def submit(
     signatures = [_signature(document, where) for where, document, _ in found]
     weights = [weight for _, _, weight in found]
     tasks = symbol_tasks(signatures, symbol_args)
+    warn_small_budget(trials, len(tasks))
     if len(tasks) > 1:
         try:
             group_tasks = [
