@@ -120,3 +120,15 @@ def test_torch_is_timed_beside_numpy_where_installed() -> None:
     assert sorted(b.library for b in baselines) == ["numpy", "torch"]
     torch_code = next(b.code for b in baselines if b.library == "torch")
     assert torch_code == "acc = A @ B\nout = torch.clamp(acc + bias, min=0.0)"
+
+
+@pytest.mark.parametrize(
+    "name", ["batched_matmul_nt", "column_sum", "conv2d_3x3", "matmul_odd", "rmsnorm"]
+)
+def test_transposed_batched_padded_and_einsum_code_computes_the_outputs(name: str) -> None:
+    program = load((EXAMPLES / f"{name}.json").read_text())
+    symbols = {s.name: min(s.max, 16) for s in program.symbols}
+    inputs = random_inputs(program, symbols, seed=0)
+    shown = compiled(render(program, symbols, NUMPY), inputs)()
+    expected = evaluate(program, inputs, symbols)[program.outputs[0]]
+    np.testing.assert_allclose(np.asarray(shown), expected, rtol=1e-3, atol=1e-3)

@@ -5,10 +5,11 @@ The code is what the reference evaluator's semantics leave out on purpose: plain
 of whole arrays, no blocking, no per-node conversions. A sum of products is the reference's
 own split (`compiler.reference`) into two sides contracted by `@` (BLAS), or by
 `einsum(optimize=True)` where no single matrix product expresses it; row reductions are
-`x.sum(axis=-1)` and the like; everything else is elementwise array expressions. Reads whose
-indices are arithmetic (an int4 weight's `k // 8`) become a gather with `np.ogrid` indices.
-The code is timed, never checked against a kernel: C's integer semantics (truncating `//`)
-are not reproduced.
+`x.sum(axis=-1)` and the like; everything else is elementwise array expressions, and what is
+reduced or contracted in one compute and read again in another is named once (softmax's
+`exp(x - max)`). A read along `k // 8` (an int4 weight's packed words) repeats the tensor
+(`np.repeat`); other arithmetic indices gather with `np.ogrid` index arrays. The code is
+timed, not used as a reference: C's integer semantics (truncating `//`) are not reproduced.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ class Code:
 
 def render(program: Program, symbols: dict[str, int], dialect: Dialect = NUMPY) -> Code:
     """The code computing `program` at `symbols`, in `dialect`."""
+    names = [t.name for t in program.inputs] + [c.name for c in program.computes]
+    shapes = {name: program.shape_of(name, symbols) for name in names}
     lines: list[str] = []
     shared: list[str] = []
     for compute in program.computes:
@@ -130,8 +133,6 @@ def render(program: Program, symbols: dict[str, int], dialect: Dialect = NUMPY) 
         extents = dict(zip(compute.axes, shape, strict=True))
         extents.update(zip((r.name for r in compute.reduce_axes), reduce, strict=True))
         plan = _plan_contraction(compute, extents, exact=False)
-        names = [t.name for t in program.inputs] + [c.name for c in program.computes]
-        shapes = {name: program.shape_of(name, symbols) for name in names}
         writer = _Writer(dialect, symbols, extents, shapes)
         value = writer.compute(compute) if plan is None else writer.contraction(plan, compute)
         lines += [*writer.prelude, f"{compute.name} = {value}"]
