@@ -188,15 +188,21 @@ def connect(server: str, token: str | None) -> Iterator[Client]:
         raise InternalError(str(exc)) from exc
 
 
+def local_url(db_url: str | None) -> str:
+    """`--db`, else this machine's tunings (`Settings.local_database_url`)."""
+    from tunehub.server.settings import get_settings
+
+    return db_url or get_settings().local_database_url
+
+
 def local_sessions(db_url: str | None) -> sessionmaker[Session]:
     """A session factory on the migrated database at `db_url` (default: this machine's
     tunings, `Settings.local_database_url`)."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
     from tunehub.server.db.session import make_engine, migrate, session_factory
-    from tunehub.server.settings import get_settings
 
-    url = db_url or get_settings().local_database_url
+    url = local_url(db_url)
     try:
         migrate(url)
         return session_factory(make_engine(url))

@@ -26,6 +26,7 @@ from tunehub.client.commands.common import (
     load_document,
     load_signature,
     local_sessions,
+    local_url,
     parse_symbols,
     parse_target,
     read_tasks,
@@ -248,7 +249,10 @@ def kernel(
         workload_key = _workload_key(signature_file)
     assert workload_key is not None  # one of the two, checked above
     device = caller_device(device, target_text)
-    with session_scope(local_sessions(db_url)) as s:
+    url = local_url(db_url)
+    sessions = local_sessions(url)
+    click.echo(f"reading local database {url}", err=True)
+    with session_scope(sessions) as s:
         try:
             workload_key = resolve_workload_key(s, workload_key)
         except LookupError as exc:

@@ -19,6 +19,7 @@ from tunehub.client.commands.common import (
     UserError,
     connect,
     local_sessions,
+    local_url,
     symbols_text,
 )
 
@@ -87,9 +88,8 @@ def open_source(server: str | None, token: str | None, db_url: str | None) -> It
         return
     from tunehub.server.db.session import session_scope
     from tunehub.server.errors import ServiceError
-    from tunehub.server.settings import get_settings
 
-    url = db_url or get_settings().local_database_url
+    url = local_url(db_url)
     sessions = local_sessions(url)
     click.echo(f"reading local database {url} (no --server, no ${SERVER_ENV})", err=True)
     try:
