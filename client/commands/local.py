@@ -250,9 +250,7 @@ def kernel(
     assert workload_key is not None  # one of the two, checked above
     device = caller_device(device, target_text)
     url = local_url(db_url)
-    sessions = local_sessions(url)
-    click.echo(f"reading local database {url}", err=True)
-    with session_scope(sessions) as s:
+    with session_scope(local_sessions(url)) as s:
         try:
             workload_key = resolve_workload_key(s, workload_key)
         except LookupError as exc:
@@ -263,8 +261,8 @@ def kernel(
             table = dispatch_table(s, workload_key, target, device)
             if table is None:
                 raise UserError(
-                    f"no verified kernel for workload {workload_key[:12]} on {target}"
-                    + tuned_values(s, workload_key)
+                    f"no verified kernel for workload {workload_key[:12]} on {target} in the "
+                    f"local database {url}" + tuned_values(s, workload_key)
                 )
             kernels = [_stored_kernel(s, entry.record, workload.name) for entry in table.entries]
             save_dispatch(out_dir, table, kernels)
@@ -278,12 +276,13 @@ def kernel(
         if best is None or best.artifact_sha256 is None:
             raise UserError(
                 f"no verified kernel for workload {workload_key[:12]} on {target} "
-                f"with symbols {symbols_text(symbols)}{tuned_values(s, workload_key)}"
+                f"with symbols {symbols_text(symbols)} in the local database {url}"
+                + tuned_values(s, workload_key)
             )
         save_kernel(out_dir, *_stored_kernel(s, RecordView.model_validate(best), workload.name))
     click.echo(
         f"wrote {out_dir}/ (the kernel and metadata.json): {workload.name} on "
-        f"{best.target}, {seconds(best.latency_s)}"
+        f"{best.target}, {seconds(best.latency_s)}, from the local database {url}"
     )
     if found.fallback:
         click.echo(f"note: {found.fallback}")
