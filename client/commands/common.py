@@ -420,12 +420,11 @@ def dispatch_table(table: DispatchTable) -> Table:
 UNCUT_WIDTH = 1000  # columns of output that is not a terminal: a table is never cut to fit
 
 
-def console() -> Console:
+def console(*, highlight: bool = True) -> Console:
     """Where the commands print their tables: a terminal's width, or when stdout is a file or
     a pipe as wide as the table needs (rich would cut it to 80 columns, "laye...")."""
-    if sys.stdout.isatty():
-        return Console()
-    return Console(width=UNCUT_WIDTH)
+    width = None if sys.stdout.isatty() else UNCUT_WIDTH
+    return Console(highlight=highlight, width=width)
 
 
 def seconds(value: float | None) -> str:
