@@ -101,6 +101,12 @@ TIME_LIMIT_OPTION = click.option(
     metavar="SECONDS",
     help="Stop after this much wall-clock time (at the next batch) even if trials remain.",
 )
+SIGNATURE_OPTION = click.option(
+    "--signature",
+    "signature_file",
+    type=click.Path(path_type=Path),
+    help="Name the workload by its signature instead of its key.",
+)
 DEVICE_OPTION = click.option(
     "--device",
     metavar="MODEL|here",

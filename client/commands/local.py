@@ -17,6 +17,7 @@ import click
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
     LOCAL_DB_HELP,
+    SIGNATURE_OPTION,
     TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
@@ -189,12 +190,7 @@ def tune(
 
 @click.command()
 @click.argument("workload_key", metavar="[KEY]", required=False)
-@click.option(
-    "--signature",
-    "signature_file",
-    type=click.Path(path_type=Path),
-    help="Name the workload by its signature instead of its key.",
-)
+@SIGNATURE_OPTION
 @click.option(
     "--target",
     "target_text",

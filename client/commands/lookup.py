@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
+    SIGNATURE_OPTION,
     UserError,
     caller_device,
     console,
@@ -22,7 +23,7 @@ from tunehub.client.commands.common import (
     symbol_option,
     symbols_text,
 )
-from tunehub.client.commands.state import open_source, source_options
+from tunehub.client.commands.state import BestQuery, open_source, source_options
 from tunehub.client.commands.summaries import (
     going_on,
     progress_bar,
@@ -171,12 +172,7 @@ def cancel(
 
 @click.command()
 @click.argument("workload_key", metavar="[KEY]", required=False)
-@click.option(
-    "--signature",
-    "signature_file",
-    type=click.Path(path_type=Path),
-    help="Name the workload by its signature instead of its key.",
-)
+@SIGNATURE_OPTION
 @click.option("--target", default="cpu", show_default=True, help=_TARGET_HELP)
 @symbol_option("Symbol values it was tuned for (default: any, or the tuner's with --signature).")
 @DEVICE_OPTION
@@ -199,7 +195,8 @@ def best(
     symbols = parse_symbols(symbol_args) or None
     task = None if signature_file is None else read_signature(signature_file)
     with open_source(server, token, db_url) as source:
-        record = source.best(workload_key, task, target, symbols, caller_device(device, target))
+        query = BestQuery(workload_key, task, target, symbols, caller_device(device, target))
+        record = source.best(query)
     if as_json:
         click.echo(record.model_dump_json())
         return

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
+    SIGNATURE_OPTION,
     TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
@@ -170,12 +171,7 @@ def _submit_group(
 
 @click.command()
 @click.argument("ref", metavar="SHA256|KEY", required=False)
-@click.option(
-    "--signature",
-    "signature_file",
-    type=click.Path(path_type=Path),
-    help="Name the workload by its signature instead of its key.",
-)
+@SIGNATURE_OPTION
 @click.option(
     "-o",
     "--output",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import click
@@ -49,6 +50,17 @@ def source_options(command: F) -> F:
     )(command)
 
 
+@dataclass(frozen=True)
+class BestQuery:
+    """A workload's best kernel asked for: by `key` (or a prefix) or by its signature."""
+
+    key: str | None
+    task: dict[str, Any] | None
+    target: str
+    symbols: dict[str, int] | None  # None: any (with a signature: the tuner's defaults)
+    device: str | None
+
+
 class Source(Protocol):
     """What the commands read and change, from a server or from the local database."""
 
@@ -61,14 +73,7 @@ class Source(Protocol):
     def cancel(self, tuning_id: int) -> TuningView: ...
     def cancel_group(self, group_id: int) -> TuningGroupView: ...
     def wait(self, view: View, on_progress: Callable[[Any], None] | None) -> View: ...
-    def best(
-        self,
-        key: str | None,
-        task: dict[str, Any] | None,
-        target: str,
-        symbols: dict[str, int] | None,
-        device: str | None,
-    ) -> BestView: ...
+    def best(self, query: BestQuery) -> BestView: ...
 
 
 @contextmanager
@@ -128,16 +133,15 @@ class _Remote:
             return self.client.wait_group(view.id, on_progress=on_progress)
         return self.client.wait(view.id, on_progress=on_progress)
 
-    def best(
-        self,
-        key: str | None,
-        task: dict[str, Any] | None,
-        target: str,
-        symbols: dict[str, int] | None,
-        device: str | None,
-    ) -> BestView:
+    def best(self, query: BestQuery) -> BestView:
         try:
-            return self.client.best(key, task=task, target=target, symbols=symbols, device=device)
+            return self.client.best(
+                query.key,
+                task=query.task,
+                target=query.target,
+                symbols=query.symbols,
+                device=query.device,
+            )
         except ValueError as exc:
             raise UserError(str(exc)) from exc
 
@@ -216,14 +220,7 @@ class _Local:
             is_group = isinstance(view, TuningGroupView)
             view = self.group(view.id) if is_group else self.tuning(view.id)
 
-    def best(
-        self,
-        key: str | None,
-        task: dict[str, Any] | None,
-        target: str,
-        symbols: dict[str, int] | None,
-        device: str | None,
-    ) -> BestView:
+    def best(self, query: BestQuery) -> BestView:
         from tunehub.compiler.canonical import workload_key
         from tunehub.compiler.program import load
         from tunehub.schemas.api import BestView
@@ -231,8 +228,9 @@ class _Local:
         from tunehub.server.db.workloads import get_workload, resolve_workload_key
         from tunehub.server.tuner import resolve_symbols
 
+        task, target, symbols = query.task, query.target, query.symbols
         try:
-            key = workload_key(load(task)) if task is not None else key
+            key = workload_key(load(task)) if task is not None else query.key
             assert key is not None  # the command names one of the two
             key = resolve_workload_key(self.s, key)
             workload = get_workload(self.s, key)
@@ -242,7 +240,7 @@ class _Local:
         except ValueError as exc:  # SignatureError included
             raise UserError(str(exc)) from exc
         found = best_for_device(
-            self.s, workload_key=key, target=target, symbols=symbols, device=device
+            self.s, workload_key=key, target=target, symbols=symbols, device=query.device
         )
         if found.record is None:
             raise UserError(

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,12 @@ from typing import Any
 import pytest
 
 from tests.cli_process import run_tunehub, tunehub_argv
-from tests.service.redis_server import redis_server_binary
 from tests.signatures import row_matmul
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.standalone import Stack, StackConfig
 from tunehub.server.tuner import SearchPlan, register_tuning, validate_task
 
 SIGNATURE: dict[str, Any] = row_matmul("lookup_cli", k=16, n=24, max_m=64)
@@ -131,17 +128,6 @@ def test_ctrl_c_on_watch_says_the_tuning_goes_on(tmp_path: Path) -> None:
         f"error: stopped watching: tuning {tuning_id} goes on; "
         f"`tunehub cancel {tuning_id}` cancels it"
     )
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A running API with no tuner on a database of its own: its URL and its database's."""
-    if redis_server_binary() is None:
-        pytest.skip("redis-server is not on PATH")
-    url = f"sqlite:///{tmp_path / 'server.db'}"
-    config = StackConfig(home=tmp_path / "home", database_url=url, workers=0, tuner=False)
-    with Stack(config) as stack:
-        yield stack.url, url
 
 
 def test_list_and_cancel_a_servers_tuning(server: tuple[str, str]) -> None:
