@@ -15,7 +15,16 @@ import sys
 
 import click
 
-from tunehub.client.commands import cuda, extract, local, records, remote, services, signatures
+from tunehub.client.commands import (
+    cuda,
+    extract,
+    local,
+    lookup,
+    records,
+    remote,
+    services,
+    signatures,
+)
 from tunehub.client.commands.common import UserError, missing_extra, one_line
 
 
@@ -72,6 +81,7 @@ for command in (
     *signatures.COMMANDS,
     *local.COMMANDS,
     *remote.COMMANDS,
+    *lookup.COMMANDS,
     *services.COMMANDS,
     *cuda.COMMANDS,
     *extract.COMMANDS,

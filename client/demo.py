@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from tunehub.client.commands.common import UserError, read_signature, seconds
+from tunehub.client.commands.common import console as uncut_console
 from tunehub.client.commands.summaries import progress_bar
 from tunehub.client.sdk import Client
 from tunehub.runtime import load_kernel
@@ -46,7 +46,7 @@ def run_demo(
     from tunehub.compiler.space import Space, space_for
     from tunehub.compiler.verify import compare, reduce_extent
 
-    console = Console(highlight=False)
+    console = uncut_console(highlight=False)
     workers = "1 worker" if len(stack.workers) == 1 else f"{len(stack.workers)} workers"
     redis = "a private redis-server" if stack.private_redis else "given"
     console.print("[bold]tunehub demo[/]: the whole service on this machine")

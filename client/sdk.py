@@ -202,6 +202,13 @@ class Client:
         the last included. Raises `TuningTimeout` after `timeout_s` (default: no limit)."""
         return self._poll(self.get, tuning_id, timeout_s, on_progress)
 
+    def tunings(
+        self, *, status: TuningStatus | str | None = None, page_size: int = 50
+    ) -> Iterator[TuningView]:
+        """Every tuning, newest first (only those with `status`, if given), a page at a time."""
+        params: dict[str, Any] = {} if status is None else {"status": str(TuningStatus(status))}
+        return self._pages(TuningView, "/v1/tunings", params, page_size)
+
     def cancel(self, tuning_id: int) -> TuningView:
         """Cancel a queued or running tuning (an admin token's right: a tuning is shared by
         everyone who submitted it)."""
@@ -257,6 +264,10 @@ class Client:
         return self._view(TuningGroupView, "POST", f"/v1/tuning-groups/{group_id}/cancel")
 
     # Workloads and kernels
+
+    def workloads(self, *, page_size: int = 50) -> Iterator[WorkloadView]:
+        """Every workload, newest first, a page at a time."""
+        return self._pages(WorkloadView, "/v1/workloads", {}, page_size)
 
     def workload_key(self, prefix: str) -> str:
         """The key of the one workload whose key starts with `prefix` (a whole key is returned

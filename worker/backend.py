@@ -64,12 +64,12 @@ class WorkerBackend(ABC):
     def fingerprint(self, target: Target) -> dict[str, Any]:
         """The device and toolchain a measurement for `target` here is taken with."""
 
-    def library_latency(
+    def library_baselines(
         self, program: Program, symbols: Mapping[str, int], threads: int
-    ) -> Baseline | None:
-        """The library a user of this kind already has for `program`, timed here the way
-        kernels are; None where this worker has none to offer."""
-        return None
+    ) -> list[Baseline]:
+        """The libraries a user of this kind already has for `program`, timed here the way
+        kernels are, fastest first; none where this worker has none to offer."""
+        return []
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class Baseline:
 
     library: str
     latency_s: float
+    code: str = ""  # what was timed, for a user to time it too
 
 
 def worker_backend(target: Target | str) -> WorkerBackend:

@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,6 +78,12 @@ class UserError(CliError):
     exit_code = 2
 
 
+class Interrupted(CliError):
+    """Ctrl-C, with what it left running: exit 130, as the shell's."""
+
+    exit_code = 130
+
+
 class InternalError(CliError):
     """Something in tunehub failed: exit 1."""
 
@@ -93,6 +100,12 @@ TIME_LIMIT_OPTION = click.option(
     type=click.FloatRange(min=0, min_open=True, max=7 * 24 * 3600.0),
     metavar="SECONDS",
     help="Stop after this much wall-clock time (at the next batch) even if trials remain.",
+)
+SIGNATURE_OPTION = click.option(
+    "--signature",
+    "signature_file",
+    type=click.Path(path_type=Path),
+    help="Name the workload by its signature instead of its key.",
 )
 DEVICE_OPTION = click.option(
     "--device",
@@ -181,15 +194,21 @@ def connect(server: str, token: str | None) -> Iterator[Client]:
         raise InternalError(str(exc)) from exc
 
 
+def local_url(db_url: str | None) -> str:
+    """`--db`, else this machine's tunings (`Settings.local_database_url`)."""
+    from tunehub.server.settings import get_settings
+
+    return db_url or get_settings().local_database_url
+
+
 def local_sessions(db_url: str | None) -> sessionmaker[Session]:
     """A session factory on the migrated database at `db_url` (default: this machine's
     tunings, `Settings.local_database_url`)."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
     from tunehub.server.db.session import make_engine, migrate, session_factory
-    from tunehub.server.settings import get_settings
 
-    url = db_url or get_settings().local_database_url
+    url = local_url(db_url)
     try:
         migrate(url)
         return session_factory(make_engine(url))
@@ -326,6 +345,23 @@ def symbol_tasks(
     return tasks
 
 
+# The naive config is every task's first trial: a task needs one more to leave it.
+TRIALS_PER_TASK = 2
+
+
+def warn_small_budget(trials: int, tasks: int) -> None:
+    """Say on stderr when `trials` shared by `tasks` tasks cannot take every task past its
+    naive config (16 trials over 18 tasks leave all at naive speed, two never tried)."""
+    needed = TRIALS_PER_TASK * tasks
+    if tasks > 1 and trials < needed:
+        untried = f", {tasks - trials} never tried" if trials < tasks else ""
+        click.echo(
+            f"warning: {trials} trials over {tasks} tasks leave some at their naive "
+            f"schedule{untried}: --trials {needed} or more tries one schedule beyond it in each",
+            err=True,
+        )
+
+
 def parse_weights(text: str | None, n: int) -> list[float]:
     """`--weights 1,2` -> [1.0, 2.0], one positive number per signature (default all 1)."""
     if text is None:
@@ -356,7 +392,7 @@ def show_dispatch(directory: Path, table: DispatchTable) -> None:
     """What `kernel --dispatch` and `download --dispatch` print once they wrote `directory`."""
     last = len(table.entries) - 1
     click.echo(f"wrote {directory}/ (dispatch.json and kernel directories k0/..k{last}/)")
-    Console().print(dispatch_table(table))
+    console().print(dispatch_table(table))
     for index, entry in enumerate(table.entries):
         if entry.fallback:
             click.echo(f"note: k{index}: {entry.fallback}")
@@ -385,6 +421,16 @@ def dispatch_table(table: DispatchTable) -> Table:
             (entry.record.artifact_sha256 or "-")[:12],
         )
     return view
+
+
+UNCUT_WIDTH = 1000  # columns of output that is not a terminal: a table is never cut to fit
+
+
+def console(*, highlight: bool = True) -> Console:
+    """Where the commands print their tables: a terminal's width, or when stdout is a file or
+    a pipe as wide as the table needs (rich would cut it to 80 columns, "laye...")."""
+    width = None if sys.stdout.isatty() else UNCUT_WIDTH
+    return Console(highlight=highlight, width=width)
 
 
 def seconds(value: float | None) -> str:

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from tunehub.client.commands.common import UserError
+from tunehub.client.commands.common import UserError, console
 from tunehub.schemas.signature import SymbolDecl
 
 if TYPE_CHECKING:
@@ -132,9 +131,9 @@ def _summary(taskset: TaskSet, output: Path | None) -> None:
         ranges = ", ".join(f"{n} {d.min}..{d.max}" for n, d in taskset.symbols.items())
         at = ", ".join(f"{n}={flops.at[n]}" for n in taskset.symbols)
         click.echo(f"symbols: {ranges} (FLOPs counted at {at})")
-    console = Console()
+    out = console()
     if tasks:
-        console.print(_tasks_table(taskset))
+        out.print(_tasks_table(taskset))
     if taskset.left_out:
         count = sum(entry.count for entry in taskset.left_out)
         left = Table(title=f"left out: {count} ops")
@@ -143,7 +142,7 @@ def _summary(taskset: TaskSet, output: Path | None) -> None:
         for entry in taskset.left_out:
             known = "?" if entry.flops is None else _flops(entry.flops)
             left.add_row(entry.op, str(entry.count), known, entry.reason)
-        console.print(left)
+        out.print(left)
     if output is not None:
         click.echo(f"wrote {output}")
 

@@ -13,19 +13,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
     LOCAL_DB_HELP,
+    SIGNATURE_OPTION,
     TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
     caller_device,
+    console,
     load_document,
     load_signature,
     local_sessions,
+    local_url,
     parse_symbols,
     parse_target,
     read_tasks,
@@ -33,9 +35,13 @@ from tunehub.client.commands.common import (
     show_dispatch,
     symbol_option,
     symbol_tasks,
+    symbols_text,
     target_here,
+    warn_small_budget,
 )
+from tunehub.client.commands.state import tuned_values
 from tunehub.client.commands.summaries import (
+    library_code,
     many_json,
     many_table,
     summary_json,
@@ -80,6 +86,9 @@ if TYPE_CHECKING:
     "--strategy", type=click.Choice(STRATEGY_NAMES), default=DEFAULT_STRATEGY, show_default=True
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the search.")
+@click.option(
+    "--verbose", "show_code", is_flag=True, help="Show the library code timed beside the kernel."
+)
 def tune(
     signature_files: tuple[Path, ...],
     target_text: str,
@@ -92,6 +101,7 @@ def tune(
     threads: int | None,
     strategy: str,
     seed: int,
+    show_code: bool,
 ) -> None:
     """Tune task signatures, or a task set (`tunehub extract`), on this machine and report
     naive vs best.
@@ -118,6 +128,7 @@ def tune(
     target = parse_target(target_text)
     tasks = symbol_tasks([signature for signature, _ in loaded], symbol_args)
     task_weights = [weights[index] for index, _ in tasks]  # every value of a layer: its weight
+    warn_small_budget(trials, len(tasks))
     sessions = local_sessions(db_url)
     with LocalExecutor() as executor:
         try:
@@ -154,7 +165,7 @@ def tune(
                 ids = ", ".join(map(str, tuning_ids))
                 raise InternalError(f"tuning {ids} failed: {exc}") from exc
     baselines = [
-        worker_backend(target).library_latency(
+        worker_backend(target).library_baselines(
             load(loaded[index][0].model_dump_json()), summary.symbols, threads
         )
         for (index, _), summary in zip(tasks, summaries, strict=True)
@@ -163,23 +174,23 @@ def tune(
         if as_json:
             click.echo(json.dumps(summary_json(summaries[0], baselines[0])))
         else:
-            Console().print(summary_table(loaded[0][0].name, summaries[0], baselines[0]))
+            console().print(summary_table(loaded[0][0].name, summaries[0], baselines[0]))
+            if show_code:
+                click.echo(library_code(baselines[0]))
         return
     if as_json:
         click.echo(json.dumps(many_json(summaries, task_weights, baselines)))
     else:
         names = [loaded[index][0].name for index, _ in tasks]
-        Console().print(many_table(names, summaries, task_weights, baselines))
+        console().print(many_table(names, summaries, task_weights, baselines))
+        if show_code:
+            for name, task_baselines in zip(names, baselines, strict=True):
+                click.echo(f"# {name}\n{library_code(task_baselines)}")
 
 
 @click.command()
-@click.argument("workload_key", metavar="KEY", required=False)
-@click.option(
-    "--signature",
-    "signature_file",
-    type=click.Path(path_type=Path),
-    help="Name the workload by its signature instead of its key.",
-)
+@click.argument("workload_key", metavar="[KEY]", required=False)
+@SIGNATURE_OPTION
 @click.option(
     "--target",
     "target_text",
@@ -234,7 +245,8 @@ def kernel(
         workload_key = _workload_key(signature_file)
     assert workload_key is not None  # one of the two, checked above
     device = caller_device(device, target_text)
-    with session_scope(local_sessions(db_url)) as s:
+    url = local_url(db_url)
+    with session_scope(local_sessions(url)) as s:
         try:
             workload_key = resolve_workload_key(s, workload_key)
         except LookupError as exc:
@@ -245,8 +257,8 @@ def kernel(
             table = dispatch_table(s, workload_key, target, device)
             if table is None:
                 raise UserError(
-                    f"no verified kernel for workload {workload_key[:12]} on {target}: "
-                    "run `tunehub tune` first"
+                    f"no verified kernel for workload {workload_key[:12]} on {target} in the "
+                    f"local database {url}" + tuned_values(s, workload_key)
                 )
             kernels = [_stored_kernel(s, entry.record, workload.name) for entry in table.entries]
             save_dispatch(out_dir, table, kernels)
@@ -260,12 +272,13 @@ def kernel(
         if best is None or best.artifact_sha256 is None:
             raise UserError(
                 f"no verified kernel for workload {workload_key[:12]} on {target} "
-                f"with symbols {symbols}: run `tunehub tune` first"
+                f"with symbols {symbols_text(symbols)} in the local database {url}"
+                + tuned_values(s, workload_key)
             )
         save_kernel(out_dir, *_stored_kernel(s, RecordView.model_validate(best), workload.name))
     click.echo(
         f"wrote {out_dir}/ (the kernel and metadata.json): {workload.name} on "
-        f"{best.target}, {seconds(best.latency_s)}"
+        f"{best.target}, {seconds(best.latency_s)}, from the local database {url}"
     )
     if found.fallback:
         click.echo(f"note: {found.fallback}")

@@ -1,6 +1,7 @@
-"""Commands against a tunehub server, through the client SDK: submit, status, best, download,
-workers. Each parses its options, makes one SDK call (or a poll) and prints the answer (its
-tables and progress bars: `summaries`)."""
+"""Commands against a tunehub server, through the client SDK: submit, download, workers.
+Each parses its options, makes one SDK call (or a poll) and prints the answer (its tables and
+progress bars: `summaries`). `status`, `list`, `best` and `cancel` read a server or the local
+database (`lookup`)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
 from tunehub.client.commands.common import (
     DEVICE_OPTION,
+    SIGNATURE_OPTION,
     TIME_LIMIT_OPTION,
     TUNE_SYMBOL_HELP,
     InternalError,
     UserError,
     caller_device,
     connect,
+    console,
     parse_symbols,
     read_signature,
     read_tasks,
@@ -30,8 +32,9 @@ from tunehub.client.commands.common import (
     show_dispatch,
     symbol_option,
     symbol_tasks,
+    warn_small_budget,
 )
-from tunehub.client.commands.summaries import group_table, progress_bar, record_table, tuning_table
+from tunehub.client.commands.summaries import going_on, progress_bar, show_view
 from tunehub.schemas.api import DEFAULT_STRATEGY, GroupTask, TuningGroupView
 from tunehub.schemas.signature import TaskSignature
 
@@ -88,6 +91,7 @@ def submit(
     signatures = [_signature(document, where) for where, document, _ in found]
     weights = [weight for _, _, weight in found]
     tasks = symbol_tasks(signatures, symbol_args)
+    warn_small_budget(trials, len(tasks))
     if len(tasks) > 1:
         try:
             group_tasks = [
@@ -120,9 +124,9 @@ def submit(
             )
         tuning: TuningView = submitted
         if watch:
-            tuning = _watch(client, submitted.id, quiet=as_json)
+            tuning = watch_tuning(client, submitted.id, quiet=as_json)
     if as_json or watch:
-        _show(tuning, as_json)
+        show_view(tuning, as_json)
 
 
 @dataclass(frozen=True)
@@ -160,95 +164,14 @@ def _submit_group(
                 f"{', '.join(str(t.id) for t in group.tunings)})"
             )
         if watch:
-            group = _watch_group(client, group.id, quiet=as_json)
+            group = watch_group(client, group.id, quiet=as_json)
     if as_json or watch:
-        _show(group, as_json)
-
-
-@click.command()
-@click.argument("ident", metavar="ID", type=click.IntRange(min=1))
-@click.option("--group", "is_group", is_flag=True, help="ID is a tuning group's.")
-@click.option("--watch", is_flag=True, help="Follow it with a progress bar until it ends.")
-@click.option("--json", "as_json", is_flag=True, help="Print the tuning (or group) as JSON.")
-@server_options
-def status(
-    ident: int, is_group: bool, watch: bool, as_json: bool, server: str, token: str | None
-) -> None:
-    """Show a tuning's (or with --group, a tuning group's) progress and best kernels so far."""
-    view: TuningView | TuningGroupView
-    with connect(server, token) as client:
-        if is_group:
-            view = _watch_group(client, ident, quiet=as_json) if watch else client.group(ident)
-        else:
-            view = _watch(client, ident, quiet=as_json) if watch else client.get(ident)
-    _show(view, as_json)
-
-
-def _show(view: TuningView | TuningGroupView, as_json: bool) -> None:
-    """A tuning or group as `submit` and `status` print it: JSON, or its table."""
-    if as_json:
-        click.echo(view.model_dump_json())
-    elif isinstance(view, TuningGroupView):
-        Console().print(group_table(view))
-    else:
-        Console().print(tuning_table(view))
-
-
-@click.command()
-@click.argument("workload_key", required=False)
-@click.option(
-    "--signature",
-    "signature_file",
-    type=click.Path(path_type=Path),
-    help="Name the workload by its signature instead of its key.",
-)
-@click.option("--target", default="cpu", show_default=True, help=_TARGET_HELP)
-@symbol_option("Symbol values it was tuned for (default: any, or the tuner's with --signature).")
-@DEVICE_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-@server_options
-def best(
-    workload_key: str | None,
-    signature_file: Path | None,
-    target: str,
-    symbol_args: tuple[str, ...],
-    device: str | None,
-    as_json: bool,
-    server: str,
-    token: str | None,
-) -> None:
-    """Show the best verified kernel of a workload (KEY, or --signature SIG.json)."""
-    if (workload_key is None) == (signature_file is None):
-        raise UserError("name the workload by its KEY or by --signature SIG.json (one of them)")
-    symbols = parse_symbols(symbol_args) or None
-    task = None if signature_file is None else read_signature(signature_file)
-    with connect(server, token) as client:
-        try:
-            record = client.best(
-                workload_key,
-                task=task,
-                target=target,
-                symbols=symbols,
-                device=caller_device(device, target),
-            )
-        except ValueError as exc:
-            raise _invalid(exc) from exc
-    if as_json:
-        click.echo(record.model_dump_json())
-        return
-    Console().print(record_table(record))
-    if record.fallback:
-        click.echo(f"note: {record.fallback}")
+        show_view(group, as_json)
 
 
 @click.command()
 @click.argument("ref", metavar="SHA256|KEY", required=False)
-@click.option(
-    "--signature",
-    "signature_file",
-    type=click.Path(path_type=Path),
-    help="Name the workload by its signature instead of its key.",
-)
+@SIGNATURE_OPTION
 @click.option(
     "-o",
     "--output",
@@ -343,21 +266,21 @@ def workers(as_json: bool, server: str, token: str | None) -> None:
         targets = ", ".join(w.targets)
         slot = w.slot or "machine"
         table.add_row(w.name, w.host, slot, targets, str(w.threads), f"{w.last_heartbeat:%X}")
-    Console().print(table if found else "no living workers")
+    console().print(table if found else "no living workers")
 
 
-COMMANDS = [submit, status, best, download, workers]
+COMMANDS = [submit, download, workers]
 
 
-def _watch(client: Client, tuning_id: int, *, quiet: bool) -> TuningView:
+def watch_tuning(client: Client, tuning_id: int, *, quiet: bool) -> TuningView:
     """`client.wait` with a progress bar on stderr (none when `quiet`)."""
-    with progress_bar(enabled=not quiet) as on_progress:
+    with progress_bar(enabled=not quiet) as on_progress, going_on("tuning", tuning_id):
         return client.wait(tuning_id, on_progress=on_progress)
 
 
-def _watch_group(client: Client, group_id: int, *, quiet: bool) -> TuningGroupView:
+def watch_group(client: Client, group_id: int, *, quiet: bool) -> TuningGroupView:
     """`client.wait_group` with a progress bar on stderr (none when `quiet`)."""
-    with progress_bar(enabled=not quiet) as on_progress:
+    with progress_bar(enabled=not quiet) as on_progress, going_on("tuning group", group_id):
         return client.wait_group(group_id, on_progress=on_progress)
 
 

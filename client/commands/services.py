@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,6 +65,8 @@ def standalone(
         check_open_bind(settings.auth, host)
     except UnsafeBind as exc:
         raise UserError(str(exc)) from exc
+    if port:
+        _check_free(host, port)
     config = StackConfig(
         home=settings.home,
         database_url=db_url or settings.database_url,
@@ -81,10 +83,27 @@ def standalone(
         click.echo(f"  redis     {stack.redis_url} ({redis})")
         click.echo(f"  database  {config.database_url}")
         click.echo(f"  daemons   a tuner and {workers} worker(s); logs in {config.log_dir}")
-        click.echo(f"  try       tunehub submit SIG.json --server {stack.url} --wait")
+        click.echo(f"  try       export TUNEHUB_SERVER={stack.url}  (status, list, best read it)")
+        click.echo("            tunehub submit SIG.json --wait")
         while True:
             time.sleep(0.5)
             stack.check()
+
+
+def _check_free(host: str, port: int) -> None:
+    """Fail at once, in one line, where the API's port is taken (another `standalone`, say),
+    before Redis, the database or any daemon is started."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise UserError(
+                f"cannot serve at {host}:{port}: {exc.strerror} (another tunehub standalone? "
+                "--port names another)"
+            ) from exc
 
 
 @click.command()
@@ -101,7 +120,12 @@ def standalone(
     show_default=True,
     help="cpu or cuda[:sm_XX] (a GPU's kernel runs on torch tensors of this machine's GPU).",
 )
-@click.option("--db", "db_url", help="Database URL (default: a fresh one, removed afterwards).")
+@click.option(
+    "--db",
+    "db_url",
+    help="Database URL (default: a fresh one in ~/.tunehub/demo/, with the demo's logs and "
+    "kernel, replaced by the next demo).",
+)
 @click.option("--redis", "redis_url", help=_REDIS_HELP)
 @click.option("--threads", type=click.IntRange(min=1), help="Threads of the worker (default: all).")
 def demo(
@@ -118,19 +142,21 @@ def demo(
     if not path.is_file():
         raise UserError(f"no signature at {path}: pass one (tunehub demo SIG.json)")
     from tunehub.client.demo import run_demo
+    from tunehub.server.settings import get_settings
     from tunehub.server.standalone import StackConfig
 
-    with tempfile.TemporaryDirectory(prefix="tunehub-demo-") as home:
-        config = StackConfig(
-            home=Path(home),
-            database_url=db_url or f"sqlite:///{Path(home) / 'tunehub.db'}",
-            redis_url=redis_url,
-            worker_threads=threads,
-        )
-        with _running(config) as stack:
-            kernel_dir = Path(home) / "kernel"
-            if not run_demo(stack, path, trials=trials, out_dir=kernel_dir, target=target):
-                raise InternalError("the demo's kernel did not match the reference")
+    # The demo's own folder, replaced by the next demo: its logs outlive it, where it says.
+    home = get_settings().home / "demo"
+    shutil.rmtree(home, ignore_errors=True)
+    config = StackConfig(
+        home=home,
+        database_url=db_url or f"sqlite:///{home / 'tunehub.db'}",
+        redis_url=redis_url,
+        worker_threads=threads,
+    )
+    with _running(config) as stack:
+        if not run_demo(stack, path, trials=trials, out_dir=home / "kernel", target=target):
+            raise InternalError("the demo's kernel did not match the reference")
 
 
 @click.command()

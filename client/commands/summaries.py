@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+import click
 from rich.console import Console
 from rich.table import Table
 
-from tunehub.client.commands.common import seconds, symbols_text
+from tunehub.client.commands.common import console, seconds, symbols_text
 from tunehub.schemas.api import TuningGroupView
 
 if TYPE_CHECKING:
@@ -80,6 +81,21 @@ def progress_bar(
         yield update
 
 
+@contextmanager
+def going_on(what: str, ident: int) -> Iterator[None]:
+    """Ctrl-C while following a tuning (or group) stops the following, not the tuning: say
+    so, and how to cancel it."""
+    from tunehub.client.commands.common import Interrupted
+
+    try:
+        yield
+    except KeyboardInterrupt:
+        cancel = f"tunehub cancel {'--group ' if what != 'tuning' else ''}{ident}"
+        raise Interrupted(
+            f"stopped watching: {what} {ident} goes on; `{cancel}` cancels it"
+        ) from None
+
+
 def _bar(label: str, detail: str) -> Bar:
     """The bar both kinds show on stderr: `label`, the bar, trials done of all, `detail` (the
     fields of its task) and the time elapsed."""
@@ -99,7 +115,7 @@ def _bar(label: str, detail: str) -> Bar:
 # How the tuner's tunings ended (`tune`)
 
 
-def summary_json(summary: TuningSummary, baseline: Baseline | None) -> dict[str, Any]:
+def summary_json(summary: TuningSummary, libraries: list[Baseline]) -> dict[str, Any]:
     """A tuning's outcome as `tune --json` prints it: every number a script compares."""
     best = summary.best
     return {
@@ -123,13 +139,14 @@ def summary_json(summary: TuningSummary, baseline: Baseline | None) -> dict[str,
         },
         "speedup": _speedup(summary),
         "gflops": _gflops(summary),
-        "library": None if baseline is None else asdict(baseline),
-        "vs_library": _versus(summary, baseline),
+        "library": asdict(libraries[0]) if libraries else None,
+        "libraries": [asdict(b) for b in libraries],
+        "vs_library": _versus(summary, libraries),
         "failures": summary.failures,
     }
 
 
-def summary_table(name: str, summary: TuningSummary, baseline: Baseline | None) -> Table:
+def summary_table(name: str, summary: TuningSummary, libraries: list[Baseline]) -> Table:
     """A tuning's outcome as a two-column table: naive vs best vs the library, and why."""
     table = Table(title=f"{name} on {summary.target}", show_header=False)
     table.add_column(style="bold")
@@ -148,7 +165,7 @@ def summary_table(name: str, summary: TuningSummary, baseline: Baseline | None) 
         ("naive", naive),
         ("best", _latency(best.latency_s if best else None, summary.flops)),
         ("speedup", f"{speedup:.1f}x over naive" if speedup else "-"),
-        *_library_rows(summary, baseline),
+        *_library_rows(summary, libraries),
         ("failures", failures),
         ("config", json.dumps(best.config) if best else "-"),
         ("artifact", (best.artifact_sha256 if best else None) or "-"),
@@ -160,12 +177,12 @@ def summary_table(name: str, summary: TuningSummary, baseline: Baseline | None) 
 
 
 def many_json(
-    summaries: list[TuningSummary], weights: list[float], baselines: list[Baseline | None]
+    summaries: list[TuningSummary], weights: list[float], baselines: list[list[Baseline]]
 ) -> dict[str, Any]:
     """Several tasks' outcomes as one JSON object: each task's, and their weighted totals."""
     tasks = [
-        {**summary_json(summary, baseline), "weight": weight}
-        for summary, weight, baseline in zip(summaries, weights, baselines, strict=True)
+        {**summary_json(summary, libraries), "weight": weight}
+        for summary, weight, libraries in zip(summaries, weights, baselines, strict=True)
     ]
     return {
         "tasks": tasks,
@@ -181,7 +198,7 @@ def many_table(
     names: list[str],
     summaries: list[TuningSummary],
     weights: list[float],
-    baselines: list[Baseline | None],
+    baselines: list[list[Baseline]],
 ) -> Table:
     """One row per task: its signature's name and symbol values, naive vs best vs the
     library, its share."""
@@ -190,15 +207,15 @@ def many_table(
     for column in (*columns, "trials", "weight", "tuning"):
         table.add_column(column, justify="left" if column in ("task", "symbols") else "right")
     rows = zip(names, summaries, weights, baselines, strict=True)
-    for name, summary, weight, baseline in rows:
-        speedup, versus = _speedup(summary), _versus(summary, baseline)
+    for name, summary, weight, libraries in rows:
+        speedup, versus = _speedup(summary), _versus(summary, libraries)
         table.add_row(
             name,
             symbols_text(summary.symbols),
             seconds(summary.baseline_latency_s),
             seconds(summary.best.latency_s if summary.best else None),
             f"{speedup:.1f}x" if speedup else "-",
-            seconds(baseline.latency_s) if baseline else "-",
+            f"{seconds(libraries[0].latency_s)} {libraries[0].library}" if libraries else "-",
             f"{versus:.2f}x" if versus else "-",
             str(summary.trials),
             f"{weight:g}",
@@ -215,27 +232,33 @@ def many_table(
     return table
 
 
-def _library_rows(summary: TuningSummary, baseline: Baseline | None) -> list[tuple[str, str]]:
-    """The library the user already has, and how the tuned kernel compares with it."""
-    if baseline is None:
+def _library_rows(summary: TuningSummary, libraries: list[Baseline]) -> list[tuple[str, str]]:
+    """The libraries the user already has, and how the tuned kernel compares with the
+    fastest of them."""
+    if not libraries:
         return []
-    versus = _versus(summary, baseline)
+    fastest = libraries[0].library
+    versus = _versus(summary, libraries)
     verdict = "-"
     if versus:
-        verdict = f"{versus:.2f}x the {baseline.library} speed" + (
-            "" if versus >= 1 else f": {baseline.library} is faster here"
+        verdict = f"{versus:.2f}x the {fastest} speed" + (
+            "" if versus >= 1 else f": {fastest} is faster here"
         )
-    return [
-        (baseline.library, _latency(baseline.latency_s, summary.flops)),
-        ("vs library", verdict),
-    ]
+    rows = [(b.library, _latency(b.latency_s, summary.flops)) for b in libraries]
+    return [*rows, ("vs library", verdict)]
 
 
-def _versus(summary: TuningSummary, baseline: Baseline | None) -> float | None:
-    """How many times faster the best kernel runs than the library (above 1: worth it)."""
-    if baseline is None or summary.best is None:
+def library_code(libraries: list[Baseline]) -> str:
+    """The code each library ran, as `tune --verbose` prints it for a user to time."""
+    return "\n".join(f"# {b.library}\n{b.code}" for b in libraries)
+
+
+def _versus(summary: TuningSummary, libraries: list[Baseline]) -> float | None:
+    """How many times faster the best kernel runs than the fastest library (above 1: worth
+    it)."""
+    if not libraries or summary.best is None:
         return None
-    return baseline.latency_s / summary.best.latency_s
+    return libraries[0].latency_s / summary.best.latency_s
 
 
 def _speedup(summary: TuningSummary) -> float | None:
@@ -259,6 +282,16 @@ def _gflops(summary: TuningSummary) -> float | None:
 
 
 # A server's tunings, groups and records (`submit`, `status`, `best`)
+
+
+def show_view(view: TuningView | TuningGroupView, as_json: bool) -> None:
+    """A tuning or group as `submit` and `status` print it: JSON, or its table."""
+    if as_json:
+        click.echo(view.model_dump_json())
+    elif isinstance(view, TuningGroupView):
+        console().print(group_table(view))
+    else:
+        console().print(tuning_table(view))
 
 
 def tuning_table(tuning: TuningView) -> Table:

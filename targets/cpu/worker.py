@@ -12,7 +12,7 @@ from tunehub.targets.cpu.build import CpuBuilder
 from tunehub.targets.cpu.runner import CpuRunner
 from tunehub.worker import device
 from tunehub.worker.backend import Baseline, WorkerBackend
-from tunehub.worker.measure.library import library_latency
+from tunehub.worker.measure.library import library_baselines
 
 
 class CpuWorker(WorkerBackend):
@@ -40,11 +40,12 @@ class CpuWorker(WorkerBackend):
         compiler = "gcc " + (device.tool_version("gcc", "-dumpfullversion") or "?")
         return {"compiler": compiler, "toolkit": compiler}
 
-    def library_latency(
+    def library_baselines(
         self, program: Program, symbols: Mapping[str, int], threads: int
-    ) -> Baseline:
-        """numpy, with BLAS for the sums of products (`worker.measure.library`)."""
-        return Baseline("numpy", library_latency(program, symbols, threads))
+    ) -> list[Baseline]:
+        """numpy, with BLAS for the sums of products, and torch on the CPU where it is
+        installed (`worker.measure.library`)."""
+        return library_baselines(program, symbols, threads)
 
 
 BACKEND = CpuWorker()

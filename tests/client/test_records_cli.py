@@ -5,7 +5,6 @@ best kernels and dispatch tables there; doing it again adds nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 
 from tests.cli_process import run_tunehub
-from tests.service.redis_server import redis_server_binary
 from tests.signatures import row_matmul
 from tunehub.compiler.canonical import workload_key
 from tunehub.compiler.program import load
@@ -21,7 +19,6 @@ from tunehub.schemas.target import Target
 from tunehub.server.best import best_record, dispatch_table
 from tunehub.server.db.records import count_records
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
-from tunehub.server.standalone import Stack, StackConfig
 
 SIGNATURE: dict[str, Any] = row_matmul("records_cli", k=16, n=24, max_m=64)
 KEY = workload_key(load(SIGNATURE))
@@ -89,17 +86,6 @@ def test_export_then_import_gives_the_same_kernels(tuned: Tuned, tmp_path: Path)
     assert _lookups(other) == _lookups(tuned.url)
     to_stdout = run_tunehub("records", "export", "--db", other)
     assert to_stdout.stdout == exported.read_text()  # exported again: the same file
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A running API on a database of its own: its URL and its database's."""
-    if redis_server_binary() is None:
-        pytest.skip("redis-server is not on PATH")
-    url = f"sqlite:///{tmp_path / 'server.db'}"
-    config = StackConfig(home=tmp_path / "home", database_url=url, workers=0, tuner=False)
-    with Stack(config) as stack:
-        yield stack.url, url
 
 
 def test_push_sends_local_tunings_to_a_server(tuned: Tuned, server: tuple[str, str]) -> None:

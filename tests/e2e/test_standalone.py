@@ -92,6 +92,8 @@ def test_demo_tunes_downloads_and_checks_the_kernel(home: Path) -> None:
     assert "naive" in out and "speedup" in out
     assert "numpy arrays: C matches the reference" in out
     assert processes_of(home) == []
+    logs = home / "demo" / "logs"  # kept where the demo said, after it
+    assert f"logs in {logs}" in out and (logs / "api.log").is_file()
 
 
 def test_demo_refuses_a_missing_signature(tmp_path: Path) -> None:

@@ -1,46 +1,153 @@
-"""The library baseline: the same computation through numpy (BLAS for its sums of products),
-on as many threads as the kernels get, timed as kernels are. A tuned kernel is worth using only
-where it beats what the user already has; every CPU tuning reports the ratio.
+"""The library baselines: the code a user would write for a program with the array libraries
+at hand (numpy, with BLAS for its sums of products; torch where it is installed), on as many
+threads as the kernels get, timed as kernels are. A tuned kernel is worth using only where it
+beats what the user already has; every CPU tuning reports the ratio, and `tune --verbose`
+prints the code so that a user can time it.
 
-numpy here is what a user would write: each compute of the signature as one array expression,
-16-bit sums of products contracted by BLAS in float32 (`reference.evaluate(exact=False)`).
+The code is `worker.measure.expression`'s; each library's batches alternate with the others',
+so that a machine's load weighs on all of them alike.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.ir import Program
-from tunehub.compiler.reference import evaluate
+from tunehub.worker.backend import Baseline
+from tunehub.worker.measure.expression import NUMPY, TORCH, Code, render
+
+log = logging.getLogger(__name__)
 
 MIN_REPEAT_S = 0.05
 REPEATS = 5
 
 
+def library_baselines(program: Program, symbols: Mapping[str, int], threads: int) -> list[Baseline]:
+    """numpy's latency for `program` at `symbols`, and torch's where torch is installed and
+    runs the code (its unsigned shifts, say, may not), fastest first."""
+    values = dict(symbols)
+    inputs = random_inputs(program, values, seed=0)
+    codes = [render(program, values, NUMPY)]
+    calls = [compiled(codes[0], inputs)]
+    torch_call = _torch_call(program, values, inputs)
+    if torch_call is not None:
+        codes.append(torch_call[0])
+        calls.append(torch_call[1])
+    latencies = alternated_call_s(calls, threads)
+    baselines = [
+        Baseline(code.dialect, latency, code.text)
+        for code, latency in zip(codes, latencies, strict=True)
+    ]
+    return sorted(baselines, key=lambda b: b.latency_s)
+
+
 def library_latency(program: Program, symbols: Mapping[str, int], threads: int) -> float:
-    """Median seconds per call of the numpy implementation of `program` at `symbols`, each
-    repeat a batch of calls lasting at least MIN_REPEAT_S (the kernels' timing rule)."""
+    """numpy's median seconds per call of `program` at `symbols` (the benchmarks' column)."""
     inputs = random_inputs(program, dict(symbols), seed=0)
-    return median_call_s(lambda: evaluate(program, inputs, symbols, exact=False), threads)
+    return median_call_s(compiled(render(program, dict(symbols)), inputs), threads)
+
+
+def compiled(code: Code, inputs: Mapping[str, Any]) -> Callable[[], object]:
+    """A call of `code` on `inputs`: the lines as one function's body, names local."""
+    names = sorted(inputs)
+    body = "".join(f"    {line}\n" for line in code.lines)
+    source = f"def _run({', '.join(names)}):\n{body}    return {', '.join(code.outputs)}\n"
+    namespace = _namespace(code.dialect)
+    exec(compile(source, f"<{code.dialect} baseline>", "exec"), namespace)
+    run = namespace["_run"]
+    args = [inputs[name] for name in names]
+    return lambda: run(*args)
+
+
+def _namespace(dialect: str) -> dict[str, Any]:
+    """The modules the code names: numpy's erf is scipy's where scipy is installed."""
+    if dialect == "torch":
+        return {"torch": importlib.import_module("torch")}
+    import ml_dtypes
+
+    try:
+        from scipy.special import erf
+    except ImportError:
+        import math
+
+        erf = np.frompyfunc(math.erf, 1, 1)
+    return {"np": np, "ml_dtypes": ml_dtypes, "erf": erf}
+
+
+def _torch_call(
+    program: Program, symbols: dict[str, int], inputs: Mapping[str, np.ndarray]
+) -> tuple[Code, Callable[[], object]] | None:
+    """torch's code and call, or None without torch or where torch cannot run the code."""
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        return None
+    code = render(program, symbols, TORCH)
+    try:
+        tensors = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in inputs.items()}
+        call = compiled(code, tensors)
+        with torch.inference_mode():
+            call()
+    except (TypeError, RuntimeError, ValueError) as exc:  # dtypes and ops torch lacks
+        log.info("no torch baseline for %s: %s", program.name, exc)
+        return None
+    return code, call
 
 
 def median_call_s(call: Callable[[], object], threads: int) -> float:
-    """Median seconds per call of `call` on at most `threads` BLAS/OpenMP threads, by the
-    kernels' timing rule: REPEATS batches of calls lasting at least MIN_REPEAT_S each."""
-    with threadpool_limits(limits=threads):
-        start = time.perf_counter()
-        call()
-        first = time.perf_counter() - start
-        calls = max(1, int(MIN_REPEAT_S / max(first, 1e-9)))
-        samples = []
-        for _ in range(REPEATS):
+    """Median seconds per call of `call` (`alternated_call_s` of it alone)."""
+    return alternated_call_s([call], threads)[0]
+
+
+def alternated_call_s(calls: list[Callable[[], object]], threads: int) -> list[float]:
+    """Median seconds per call of each of `calls` on at most `threads` BLAS/OpenMP (and
+    torch) threads, by the kernels' timing rule: REPEATS batches of calls lasting at least
+    MIN_REPEAT_S each, the calls' batches alternating, after a warm-up call."""
+    with threadpool_limits(limits=threads), _torch_threads(threads):
+        batch = []
+        for call in calls:
             start = time.perf_counter()
-            for _ in range(calls):
-                call()
-            samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples)
+            call()
+            batch.append(max(1, int(MIN_REPEAT_S / max(time.perf_counter() - start, 1e-9))))
+        samples: list[list[float]] = [[] for _ in calls]
+        for _ in range(REPEATS):
+            for call, n, times in zip(calls, batch, samples, strict=True):
+                start = time.perf_counter()
+                for _ in range(n):
+                    call()
+                times.append((time.perf_counter() - start) / n)
+    return [statistics.median(times) for times in samples]
+
+
+class _torch_threads:
+    """torch's intra-op threads set to `threads` while open (where torch is loaded), and
+    gradients off."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self.saved: list[Any] = []
+
+    def __enter__(self) -> None:
+        import sys
+
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        self.saved = [torch, torch.get_num_threads(), torch.inference_mode()]
+        torch.set_num_threads(self.threads)
+        self.saved[2].__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved:
+            torch, threads, mode = self.saved
+            mode.__exit__(None, None, None)
+            torch.set_num_threads(threads)
