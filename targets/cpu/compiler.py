@@ -1,6 +1,6 @@
-"""The CPU target as the compiler sees it: C with OpenMP (`render`), the packed GEMM,
-reduction and injective schedules (`schedule/`), and the roofline of a core as the estimate a
-search starts from."""
+"""The CPU target as the compiler sees it: C with OpenMP (`render`), the packed GEMM (on
+fmas, or on the target's dot-product engines), reduction and injective schedules
+(`schedule/`), and the roofline of a core as the estimate a search starts from."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tunehub.schemas.target import Target
 from tunehub.targets.cpu.render import CRenderer
 from tunehub.targets.cpu.schedule import rows
 from tunehub.targets.cpu.schedule.contraction import PackedGemm
+from tunehub.targets.cpu.schedule.engine import DotGemm
 from tunehub.targets.cpu.schedule.fallback import Fallback
 from tunehub.targets.cpu.schedule.injective import Injective
 from tunehub.targets.cpu.schedule.reduction import Reduction
@@ -33,7 +34,7 @@ class CpuCompiler(CompilerBackend):
         self.schedules = {
             INJECTIVE: [Injective()],
             REDUCTION: [Reduction()],
-            CONTRACTION: [PackedGemm()],
+            CONTRACTION: [PackedGemm(), DotGemm()],
         }
 
     group_knobs: Mapping[str, tuple[Knob, ...]] = {

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.isa_log import note_isa
 from tunehub.compiler import dtypes
 from tunehub.compiler.inputs import output_buffers, random_inputs
 from tunehub.compiler.ir import Program
@@ -56,6 +57,7 @@ def compile_for(kernel: Kernel, isa: str) -> Path:
         )
         if result.returncode != 0:
             raise AssertionError(f"gcc failed for {isa}:\n{result.stderr}\n{kernel.source}")
+    note_isa("compiled", isa)
     return lib
 
 
@@ -66,6 +68,7 @@ def build(kernel: Kernel, isa: str | None = None) -> ctypes.CDLL:
     lib = compile_for(kernel, isa)
     if str(lib) not in _LIBS:
         _LIBS[str(lib)] = ctypes.CDLL(str(lib))
+    note_isa("ran", isa)
     return _LIBS[str(lib)]
 
 

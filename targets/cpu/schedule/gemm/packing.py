@@ -72,17 +72,26 @@ def _walked(group: Group) -> bool:
 class Panels:
     """A workspace of packed panels, each `tile` lanes wide and `stride` k values deep: lanes
     interleaved, buffer[(panel * stride + k) * tile + lane], or with `k_fastest` one run of
-    k per lane, buffer[(panel * tile + lane) * stride + k] (a plain copy of row-major rows)."""
+    k per lane, buffer[(panel * tile + lane) * stride + k] (a plain copy of row-major rows).
+    Interleaved panels of a `group` > 1 keep each lane's `group` consecutive k values
+    together (a dot instruction's word: pairs of bfloat16, quads of int8), buffer[(panel *
+    stride + k - k % group) * tile + lane * group + k % group]; `stride` is then a multiple of
+    `group`."""
 
     buffer: str
     tile: int
     stride: Expr
     k_fastest: bool = False
+    group: int = 1
 
     def at(self, panel: Expr, k: Expr, lane: Expr) -> Expr:
         """The flat offset of a panel's `lane` at `k`."""
         if self.k_fastest:
             return add(mul(add(mul(panel, const(self.tile)), lane), self.stride), k)
+        if self.group > 1:
+            within = Binary("%", k, const(self.group), INDEX)
+            row = mul(add(mul(panel, self.stride), sub(k, within)), const(self.tile))
+            return add(add(row, mul(lane, const(self.group))), within)
         return add(mul(add(mul(panel, self.stride), k), const(self.tile)), lane)
 
 
@@ -171,7 +180,7 @@ class Packer:
         pad = For(kk, depth, For(lane, sub(const(tile), var(width)), zero, start=var(width)))
         lanes_left = minimum(const(tile), sub(count, mul(var(panel), const(tile))))
         vectors = self.vectors(side, group, tile, first_lane, index, add(k0, var(kk)))
-        if vectors is None or k_fastest:
+        if vectors is None or k_fastest or panels.group > 1:
             fill = seq(fill, If(Binary("<", var(width), const(tile), "bool"), pad))
         else:  # whole panels by vector copies, the partial one lane by lane
             whole = seq(

@@ -1,0 +1,154 @@
+"""The packed GEMM on a CPU's dot-product engines: which instruction computes a contraction
+(`engine_for`), how its sides are packed for it (`Engine`), and its register tile (`DotTile`).
+
+`vdpbf16ps` (AVX512-BF16) adds to each float32 lane the two products of a pair of bfloat16
+values of each operand; `vpdpbusd` (AVX512-VNNI, AVX-VNNI) adds to each int32 lane the four
+products of unsigned bytes of the first operand by signed bytes of the second. So both sides
+are packed as words of `group` consecutive k values (`packing.Panels.group`): the column
+panel's lanes each hold their word, a vector load takes `lanes` words, and a row's word is
+broadcast to every lane. The panels hold the sides' own narrow values, not float32: half the
+bytes (a quarter for int8) of the FMA template's panels.
+
+signed x signed int8 uses the offset trick: the broadcast side is packed as `a + 128`
+(unsigned), so a sum computes sum((a + 128) b) = sum(a b) + 128 sum(b); the tile subtracts
+128 x the column sums of `b`, which one more `vpdpbusd` per column vector and k step (of the
+constant 128 bytes) accumulates beside the tile: 1 / mr more instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunehub.compiler import dtypes
+from tunehub.compiler.dtypes import INDEX
+from tunehub.compiler.ir import Binary, Cast, Const, Expr, Load, Var
+from tunehub.compiler.loop import Assign, Decl, For, Prefetch, Stmt, add, const, mul, seq, var
+from tunehub.compiler.schedule.plan import Plan
+from tunehub.schemas.target import Target
+from tunehub.targets.cpu.loop import DOT_INSTRUCTIONS, Dot, DotLoad
+from tunehub.targets.cpu.schedule.gemm.microkernel import (
+    ColumnsInPlace,
+    RegisterTile,
+    RowInPlace,
+)
+from tunehub.targets.cpu.schedule.gemm.packing import Panels
+from tunehub.targets.cpu.schedule.gemm.tiling import lanes_of
+
+U8_OFFSET = 128
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A dot instruction of `bits`-bit registers summing `group` products per lane, and the
+    dtypes the row (broadcast) and column panels hold; `offset`: the rows are signed bytes
+    packed as unsigned (`a + 128`)."""
+
+    instruction: str
+    bits: int
+    group: int
+    rows: str
+    cols: str
+    offset: bool = False
+
+    def row_value(self, side: Expr) -> Expr:
+        """The broadcast side's value as its panel holds it."""
+        value = narrow(side)
+        if not self.offset:
+            return value
+        wide = Binary("+", Cast("int32", value), Const(U8_OFFSET, "int32"), "int32")
+        return Cast("uint8", wide)
+
+    def col_value(self, side: Expr) -> Expr:
+        return narrow(side)
+
+
+def narrow(side: Expr) -> Expr:
+    """A side without its widening casts: the narrow value it reads."""
+    while isinstance(side, Cast):
+        side = side.x
+    return side
+
+
+def engine_for(found: Plan, vec_side: str, target: Target) -> Engine | str:
+    """The dot engine computing `found` with `vec_side` as its columns on `target`, or why
+    none does: bfloat16 x bfloat16 summed in float32 on AVX512-BF16, 8-bit integers summed in
+    int32 on VNNI (unsigned or signed rows, signed columns)."""
+    rows, cols = (found.lhs, found.rhs) if vec_side == "rhs" else (found.rhs, found.lhs)
+    row, col = narrow(rows), narrow(cols)
+    if not (isinstance(row, Load) and isinstance(col, Load)):
+        return "the dot engines read each side as one load of narrow values"
+    if found.term is not None:
+        return f"each product rounds to {found.term} before it is summed"
+    bits = lanes_of(target, found.acc) * 32
+    if found.acc == "float32" and row.dtype == col.dtype == "bfloat16":
+        engine = Engine("vdpbf16ps", bits, 2, "bfloat16", "bfloat16")
+    elif found.acc == "int32" and row.dtype in ("int8", "uint8") and col.dtype == "int8":
+        engine = Engine("vpdpbusd", bits, 4, "uint8", "int8", offset=row.dtype == "int8")
+    else:
+        sides = f"{row.dtype} x {col.dtype} summed in {found.acc}"
+        return f"no dot engine takes {sides} (bfloat16 pairs into float32, 8-bit into int32)"
+    feature = DOT_INSTRUCTIONS[engine.instruction].get(bits)
+    if feature is None or feature not in target.features:
+        have = "+".join(target.features) or "no features"
+        return f"{target} ({have}) has no {bits}-bit {engine.instruction}"
+    return engine
+
+
+@dataclass(frozen=True)
+class DotTile(RegisterTile):
+    """The register tile on a dot `engine`: per step, `group` k values; `nv` column
+    registers loaded from the column panel, each row's word broadcast into `nv` dots."""
+
+    engine: Engine | None = None
+
+    def k_loop(
+        self,
+        accs: list[list[str]],
+        depth: Expr,
+        p: Expr,
+        q: Expr,
+        cols: Panels | ColumnsInPlace,
+        rows: Panels | RowInPlace,
+    ) -> Stmt:
+        """`depth` k values (a multiple of the group) from both sides' panels."""
+        engine, ctx, lanes = self.engine, self.ctx, self.lanes
+        assert engine is not None and isinstance(cols, Panels) and isinstance(rows, Panels)
+        kk = ctx.fresh("k")
+        k = mul(var(kk), const(engine.group))
+        b_names = [ctx.fresh(f"b{v}") for v in range(self.nv)]
+        body: list[Stmt] = [
+            DotLoad(name, cols.buffer, cols.at(q, k, const(v * lanes)), engine.bits)
+            for v, name in enumerate(b_names)
+        ]
+        if self.prefetch:
+            ahead = cols.at(q, add(k, const(self.prefetch * engine.group)), const(0))
+            line = 64 // dtypes.itemsize(engine.cols)
+            body += [
+                Prefetch(cols.buffer, (add(ahead, const(n)),))
+                for n in range(0, self.nr * engine.group, line)
+            ]
+        corrections = [ctx.fresh(f"s{v}") for v in range(self.nv)] if engine.offset else []
+        body += [
+            Dot(total, engine.instruction, b, bits=engine.bits)
+            for total, b in zip(corrections, b_names, strict=False)
+        ]
+        for r in range(self.mr):
+            word = rows.at(p, k, const(r))
+            for v in range(self.nv):
+                body.append(
+                    Dot(accs[r][v], engine.instruction, b_names[v], rows.buffer, word, engine.bits)
+                )
+        steps = Binary("//", depth, const(engine.group), INDEX)
+        kind = "unroll" if self.unroll > 1 else "serial"
+        loop = For(kk, steps, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+        if not corrections:
+            return loop
+        vdt = self.vdt
+        zero = Cast(vdt, Const(0, self.acc))
+        start = [Decl(name, vdt, init=zero) for name in corrections]
+        less = [
+            Assign(accs[r][v], Binary("-", Var(accs[r][v], vdt), Var(corrections[v], vdt), vdt))
+            for r in range(self.mr)
+            for v in range(self.nv)
+        ]
+        return seq(*start, loop, *less)
