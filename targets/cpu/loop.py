@@ -21,6 +21,8 @@ DOT_INSTRUCTIONS = {
     "vdpbf16ps": {512: "avx512_bf16"},
     "vpdpbusd": {512: "avx512_vnni", 256: "avx_vnni"},
 }
+# Products each instruction sums per 32-bit lane.
+PRODUCTS = {"vdpbf16ps": 2, "vpdpbusd": 4}
 # The word broadcast where `Dot.buffer` is empty: 128 in each of four unsigned bytes, so that
 # a `vpdpbusd` with it sums 128 x the other operand's bytes (the correction of the u8 x s8
 # offset trick).
@@ -36,6 +38,11 @@ class DotLoad(Stmt):
     buffer: str = field(metadata=BUFFER)
     offset: Expr = ZERO
     bits: int = 512
+
+    @property
+    def kernel_work(self) -> dict[str, int]:
+        """What it counts as in a microkernel's features (`compiler.features`)."""
+        return {"vector_loads": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,12 @@ class Dot(Stmt):
     def __post_init__(self) -> None:
         if self.bits not in DOT_INSTRUCTIONS.get(self.instruction, {}):
             raise ValueError(f"no {self.bits}-bit {self.instruction!r} dot instruction")
+
+    @property
+    def kernel_work(self) -> dict[str, int]:
+        """What it counts as in a microkernel's features (`compiler.features`): as many FMAs
+        as the products it sums per lane, and its word's broadcast."""
+        return {"vector_fmas": PRODUCTS[self.instruction], "broadcasts": int(bool(self.buffer))}
 
 
 @format_stmt.register

@@ -14,6 +14,7 @@ import pytest
 
 from tests.compiler.cbuild import check_configs, compile_for
 from tests.compiler.test_forms import matmul_forms
+from tunehub.compiler import features
 from tunehub.compiler.ir import Program
 from tunehub.compiler.lower import lower
 from tunehub.compiler.program import load
@@ -81,3 +82,13 @@ def test_the_dot_mode_is_offered_only_with_the_instruction() -> None:
     assert "s0.mode" not in space_for(program, Target(kind="cpu", isa=VNNI)).knobs
     odd = matmul("int8", "int8", "int32", k=30)
     assert "s0.mode" not in space_for(odd, Target(kind="cpu", isa=VNNI)).knobs
+
+
+def test_a_dot_tile_counts_as_the_fmas_it_does_in_the_features() -> None:
+    """A cost model keyed by the engine's target sees the engine's work: each vdpbf16ps of
+    an 8 x 2 tile is two FMAs a lane, and its two column registers are loads."""
+    target = Target(kind="cpu", isa=BF16)
+    program = matmul("bfloat16", "bfloat16", "float32", 64, 64, 64)
+    config = {**space_for(program, target).default(), "s0.dot_mr": 8, "s0.dot_nv": 2}
+    found = features.extract(program, target, config)
+    assert found["kernel_vector_fmas"] == 8 * 2 * 2 and found["kernel_vector_loads"] == 2
