@@ -48,15 +48,15 @@ class DotLoad(Stmt):
 @dataclass(frozen=True, slots=True)
 class Dot(Stmt):
     """`acc` (a local vector of 32-bit lanes) += `instruction`(the 32-bit word of `buffer` at
-    element `offset` in every lane, register `operand`): the broadcast word is the first
-    operand (`vpdpbusd` reads its bytes unsigned, `operand`'s signed). Without a buffer the
-    word is `OFFSET_WORD`."""
+    `indices` (the buffer's rank, or one flat offset) in every lane, register `operand`): the
+    broadcast word is the first operand (`vpdpbusd` reads its bytes unsigned, `operand`'s
+    signed). Without a buffer the word is `OFFSET_WORD`."""
 
     acc: str
     instruction: str
     operand: str
     buffer: str = field(default="", metadata=BUFFER)
-    offset: Expr = ZERO
+    indices: tuple[Expr, ...] = ()
     bits: int = 512
 
     def __post_init__(self) -> None:
@@ -77,5 +77,6 @@ def _dot_load(stmt: DotLoad, depth: int = 0) -> str:
 
 @format_stmt.register
 def _dot(stmt: Dot, depth: int = 0) -> str:
-    word = f"{stmt.buffer}[{format_expr(stmt.offset)}]" if stmt.buffer else OFFSET_WORD
+    at = ", ".join(format_expr(e) for e in stmt.indices)
+    word = f"{stmt.buffer}[{at}]" if stmt.buffer else OFFSET_WORD
     return f"{'  ' * depth}{stmt.acc} += {stmt.instruction}({word}, {stmt.operand})"

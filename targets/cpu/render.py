@@ -246,7 +246,7 @@ class CRenderer(CStyleRenderer):
         intrinsic, acc_type, operand_type = _DOTS[(stmt.instruction, stmt.bits)]
         broadcast = _REGISTERS[stmt.bits][2]
         if stmt.buffer:
-            word = f"{self.need('word32', _WORD)}(&{self._element(stmt.buffer, (stmt.offset,))})"
+            word = f"{self.need('word32', _WORD)}(&{self._element(stmt.buffer, stmt.indices)})"
         else:
             word = f"(int32_t){OFFSET_WORD}u"
         vt = self.ctype(self.locals[stmt.acc][0])

@@ -4,10 +4,11 @@ register tile of `vdpbf16ps` (bfloat16 x bfloat16 -> float32) or `vpdpbusd` (8-b
 and the stage's sides read those narrow values (`gemm.engines`).
 
 It applies beside the FMA template, in the contraction union (`mode` `dot`), with knobs of
-its own (`dot_*`) that map onto the packed GEMM's: both sides always packed (a dot word is
-a group of k values, which neither side holds contiguously in place), the column side the FMA
-template's default, no relayout. The k extent must be a constant multiple of the group (2
-for bfloat16, 4 for int8), as must every k block.
+its own (`dot_*`) that map onto the packed GEMM's: the column side always packed (its lanes'
+words interleaved), the row side packed or, where a row's k values are consecutive in memory
+(a row-major A[i, k]) and need no offset, its words broadcast from where they are; the
+column side the FMA template's default, no relayout. The k extent must be a constant
+multiple of the group (2 for bfloat16, 4 for int8), as must every k block.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tunehub.targets.cpu.schedule.contraction import (
     VECTORS,
     PackedGemm,
 )
-from tunehub.targets.cpu.schedule.gemm.engines import Engine, engine_for
+from tunehub.targets.cpu.schedule.gemm.engines import Engine, engine_for, in_place_words
 from tunehub.targets.cpu.schedule.gemm.template import Template
 
 PREFIX = "dot_"
@@ -86,7 +87,7 @@ class DotGemm(Schedule):
             "kc": tuple(k for k in gemm["kc"] if k % 4 == 0),
             "mb": ROW_BLOCKS,
             "nb": COL_BLOCKS,
-            "pack_rows": ("rows", "interleaved"),
+            "pack_rows": ("rows", "interleaved", "none"),
             "parallel": gemm["parallel"],
             "unroll": UNROLLS,
             "tile_order": ("rows", "cols"),
@@ -98,14 +99,16 @@ class DotGemm(Schedule):
         return first_values(self.knobs(stage, target))
 
     def default(self, stage: Stage, target: Target) -> Config:
-        """The FMA template's default tile, blocks and prefetch (its rows packed as rows
-        where it would read them in place), with fewer rows where the offset's column sums
+        """The FMA template's default tile, blocks, prefetch and row layout (packed as rows
+        where their words cannot be read in place), with fewer rows where the offset's column sums
         leave too few registers (6 x 2 on AVX2's 16 -> 4 x 2)."""
         gemm = self.gemm.default(stage, target)
         assert gemm is not None
         config = {f"{PREFIX}{name}": gemm[name] for name in OWN}
         if gemm["pack_rows"] == "none":
-            config[f"{PREFIX}pack_rows"] = "rows"
+            engine = self._engine(stage, target)
+            if isinstance(engine, str) or self._in_place(stage, target, engine) is not None:
+                config[f"{PREFIX}pack_rows"] = "rows"
         for mr in sorted((m for m in ROW_TILES[1:] if m <= int(gemm["mr"])), reverse=True):
             config[f"{PREFIX}mr"] = mr
             if self.check(stage, target, config) is None:
@@ -133,7 +136,18 @@ class DotGemm(Schedule):
         needed = mr * nv + nv + 1 + (nv if engine.offset else 0)
         if needed > registers:
             return f"a {mr}x{nv} dot tile needs {needed} vector registers of {registers}"
+        if config[f"{PREFIX}pack_rows"] == "none":
+            return self._in_place(stage, target, engine)
         return None
+
+    def _in_place(self, stage: Stage, target: Target, engine: Engine) -> str | None:
+        """Why the rows' words cannot be read in place (None: they can)."""
+        found, gemm = plan(stage), self.gemm.default(stage, target)
+        assert found is not None and gemm is not None
+        if len(stage.anchor.reduce_axes) != 1:
+            return "rows in place: k must be one axis"
+        k = stage.anchor.reduce_axes[0].name
+        return in_place_words(found, str(gemm["vec_side"]), engine, k)
 
     def in_rows(self, stage: Stage, target: Target, config: Config, rows: int) -> Config:
         """Inside a fused row the stage has no parallel loop of its own."""

@@ -47,11 +47,17 @@ def matmul(a: str, b: str, acc: str, m: int = 37, n: int = 45, k: int = 136) -> 
 
 
 def configs(program: Program, target: Target) -> list[dict[str, Any]]:
-    """The dot template's seeds, and the default with k blocks and interleaved row words."""
+    """The dot template's seeds, the default with k blocks and interleaved row words, and
+    with each row layout where it is valid (in place: not with the offset)."""
     space = space_for(program, target)
     found = [c for c in space.seeds({}) if c["s0.mode"] == "dot"]
     variant = {"s0.dot_kc": 64, "s0.dot_pack_rows": "interleaved", "s0.dot_unroll": 2}
-    return [*found, {**found[0], **variant}]
+    found.append({**found[0], **variant})
+    for rows in ("rows", "none"):
+        config = {**found[0], "s0.dot_pack_rows": rows}
+        if config not in found and space.check(config) is None:
+            found.append(config)
+    return found
 
 
 @pytest.mark.parametrize(("sides", "isa"), CASES)
@@ -82,6 +88,10 @@ def test_the_dot_mode_is_offered_only_with_the_instruction() -> None:
     assert "s0.mode" not in space_for(program, Target(kind="cpu", isa=VNNI)).knobs
     odd = matmul("int8", "int8", "int32", k=30)
     assert "s0.mode" not in space_for(odd, Target(kind="cpu", isa=VNNI)).knobs
+    # Signed rows are offset while packed: never read in place.
+    signed = space_for(matmul("int8", "int8", "int32"), Target(kind="cpu", isa=VNNI))
+    reason = signed.check({**signed.default(), "s0.dot_pack_rows": "none"})
+    assert reason is not None and "in place" in reason
 
 
 def test_a_dot_tile_counts_as_the_fmas_it_does_in_the_features() -> None:

@@ -24,6 +24,7 @@ from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Cast, Const, Expr, Load, Var
 from tunehub.compiler.loop import Assign, Decl, For, Prefetch, Stmt, add, const, mul, seq, var
 from tunehub.compiler.schedule.plan import Plan
+from tunehub.compiler.schedule.vectorize import depends
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.loop import DOT_INSTRUCTIONS, Dot, DotLoad
 from tunehub.targets.cpu.schedule.gemm.microkernel import (
@@ -110,9 +111,10 @@ class DotTile(RegisterTile):
         cols: Panels | ColumnsInPlace,
         rows: Panels | RowInPlace,
     ) -> Stmt:
-        """`depth` k values (a multiple of the group) from both sides' panels."""
+        """`depth` k values (a multiple of the group) from the column panel and the rows'
+        panel or, read in place, the rows' own words (`in_place_words`)."""
         engine, ctx, lanes = self.engine, self.ctx, self.lanes
-        assert engine is not None and isinstance(cols, Panels) and isinstance(rows, Panels)
+        assert engine is not None and isinstance(cols, Panels)
         kk = ctx.fresh("k")
         k = mul(var(kk), const(engine.group))
         b_names = [ctx.fresh(f"b{v}") for v in range(self.nv)]
@@ -133,11 +135,10 @@ class DotTile(RegisterTile):
             for total, b in zip(corrections, b_names, strict=False)
         ]
         for r in range(self.mr):
-            word = rows.at(p, k, const(r))
+            buffer, word = _word(rows, p, k, r)
             for v in range(self.nv):
-                body.append(
-                    Dot(accs[r][v], engine.instruction, b_names[v], rows.buffer, word, engine.bits)
-                )
+                dot = Dot(accs[r][v], engine.instruction, b_names[v], buffer, word, engine.bits)
+                body.append(dot)
         steps = Binary("//", depth, const(engine.group), INDEX)
         kind = "unroll" if self.unroll > 1 else "serial"
         loop = For(kk, steps, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
@@ -152,3 +153,26 @@ class DotTile(RegisterTile):
             for v in range(self.nv)
         ]
         return seq(*start, loop, *less)
+
+
+def _word(rows: Panels | RowInPlace, p: Expr, k: Expr, r: int) -> tuple[str, tuple[Expr, ...]]:
+    """The buffer and indices of row `r`'s word at `k`: in its panel, or where the row side
+    reads it (a load whose last index is k, `in_place_words`)."""
+    if isinstance(rows, Panels):
+        return rows.buffer, (rows.at(p, k, const(r)),)
+    value = narrow(rows(r, k))
+    assert isinstance(value, Load), "check() reads rows in place only from one load"
+    return value.tensor, value.indices
+
+
+def in_place_words(found: Plan, vec_side: str, engine: Engine, k: str) -> str | None:
+    """Why the row side's words cannot be read where they are (None if they can): its
+    value must be one load, unchanged (no offset), indexed by the reduce axis `k` in its
+    last index alone, so that a word's values are consecutive in memory."""
+    value = narrow(found.lhs if vec_side == "rhs" else found.rhs)
+    if engine.offset or not isinstance(value, Load) or not value.indices:
+        return "rows in place: their values must be one load, unchanged"
+    *outer, last = value.indices
+    if not (isinstance(last, Var) and last.name == k) or any(depends(e, (k,)) for e in outer):
+        return f"rows in place: {k} must be their load's last index, and only there"
+    return None
