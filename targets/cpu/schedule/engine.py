@@ -47,10 +47,12 @@ class DotGemm(Schedule):
     summary = "the packed GEMM on the CPU's dot-product engine (vdpbf16ps, vpdpbusd)"
     priority = 1  # where it applies, its kernels are the ones to measure first
     knob_docs: ClassVar[Mapping[str, str]] = {
-        f"{PREFIX}{name}": doc
-        for name, doc in PackedGemm.knob_docs.items()
-        if name in OWN and name != "pack_rows"
-    } | {f"{PREFIX}pack_rows": "the broadcast side's panel layout (interleaved words, rows)"}
+        f"{PREFIX}{name}": doc for name, doc in PackedGemm.knob_docs.items() if name in OWN
+    } | {
+        f"{PREFIX}mr": "rows of the register tile",
+        f"{PREFIX}pack_rows": "the broadcast side's words packed as rows or interleaved, or "
+        "read in place",
+    }
     gemm = PackedGemm()
 
     def _engine(self, stage: Stage, target: Target) -> Engine | str:
