@@ -24,7 +24,7 @@ from tunehub.compiler.loop import (
 )
 from tunehub.compiler.render.cstyle import CStyleRenderer
 from tunehub.compiler.render.helpers import compute
-from tunehub.targets.cpu.loop import OFFSET_WORD, Dot, DotLoad
+from tunehub.targets.cpu.loop import OFFSET_WORD, TILE_ROWS, Dot, DotLoad, Tile
 
 # A kernel without vectorized loops stays scalar: gcc -O3 would otherwise vectorize the naive
 # baseline on its own. gcc 12 has no per-loop switch, and this one also disables `omp simd`,
@@ -118,6 +118,14 @@ _REGISTERS = {
     512: ("__m512i", "_mm512_loadu_si512", "_mm512_set1_epi32"),
     256: ("__m256i", "_mm256_loadu_si256", "_mm256_set1_epi32"),
 }
+# Every tile 16 rows of 64 bytes (palette 1), loaded into this thread's tile configuration.
+_TILE_CONFIG = f"""static inline void tile_config(void) {{
+  struct {{ uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }}
+    __attribute__((aligned(64))) cfg = {{0}};
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {{ cfg.colsb[t] = 64; cfg.rows[t] = {TILE_ROWS}; }}
+  _tile_loadconfig(&cfg);
+}}"""
 # A 32-bit word read from any buffer (a memcpy: no aliasing rule broken; one load).
 _WORD = (
     "static inline int32_t word32(const void* p) {\n  int32_t w;\n"
@@ -253,6 +261,21 @@ class CRenderer(CStyleRenderer):
         a, b = f"({operand_type}){broadcast}({word})", f"({operand_type}){stmt.operand}"
         call = f"{intrinsic}(({acc_type}){stmt.acc}, {a}, {b})"
         return [f"{self.indent * depth}{stmt.acc} = ({vt}){call};"]
+
+    def _stmt_Tile(self, stmt: Tile, depth: int) -> list[str]:
+        self.need("immintrin", _INTRINSICS)
+        pad = self.indent * depth
+        if stmt.op == "config":
+            return [f"{pad}{self.need('tile_config', _TILE_CONFIG)}();"]
+        if stmt.op == "zero":
+            return [f"{pad}_tile_zero({stmt.tile});"]
+        if stmt.op == "dot":
+            return [f"{pad}_tile_{stmt.instruction[1:]}({stmt.tile}, {stmt.a}, {stmt.b});"]
+        at = f"&{self._element(stmt.buffer, stmt.indices)}"
+        stride = self.expr(stmt.stride)
+        if stmt.op == "load":
+            return [f"{pad}_tile_loadd({stmt.tile}, {at}, {stride});"]
+        return [f"{pad}_tile_stored({stmt.tile}, {at}, {stride});"]
 
     def thread_index(self) -> str:
         return "omp_get_thread_num()"

@@ -1,14 +1,15 @@
 """Schedule of a contraction on the CPU's dot-product engines: the packed GEMM template with a
 register tile of `vdpbf16ps` (bfloat16 x bfloat16 -> float32) or `vpdpbusd` (8-bit integers
--> int32) instead of fmas, where the target names the instruction (`x86_64-avx512+avx512_bf16`)
-and the stage's sides read those narrow values (`gemm.engines`).
+-> int32) instead of fmas, or of AMX tiles (`tdpbf16ps`, `tdpbssd`, `tdpbusd`), where the
+target names the instruction (`x86_64-avx512+avx512_bf16`, `+amx_tile+amx_bf16`) and the
+stage's sides read those narrow values (`gemm.engines`).
 
 It applies beside the FMA template, in the contraction union (`mode` `dot`), with knobs of
 its own (`dot_*`) that map onto the packed GEMM's: the column side always packed (its lanes'
 words interleaved), the row side packed or, where a row's k values are consecutive in memory
 (a row-major A[i, k]) and need no offset, its words broadcast from where they are; the
 column side the FMA template's default, no relayout. The k extent must be a constant
-multiple of the group (2 for bfloat16, 4 for int8), as must every k block.
+multiple of the group (2 for bfloat16, 4 for int8; 16 groups on AMX), as must every k block.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ from tunehub.targets.cpu.schedule.gemm.engines import Engine, engine_for, in_pla
 from tunehub.targets.cpu.schedule.gemm.template import Template
 
 PREFIX = "dot_"
+# AMX: 2 x 2 tiles of 16 x 16 sums (with two row and two column tiles, all eight tile
+# registers), one k block, the rows packed as rows (a tile row is 64 bytes of one row).
+AMX_DEFAULT: dict[str, Knob] = {"mr": 32, "nv": 2, "kc": 0, "pack_rows": "rows", "mb": 8, "nb": 8}
+# Its knobs where they differ: 1 or 2 tiles of 16 rows and of 16 columns, no k blocks.
+AMX_KNOBS: dict[str, tuple[Knob, ...]] = {
+    "mr": (16, 32),
+    "nv": (1, 2),
+    "kc": (0,),
+    "pack_rows": ("rows",),
+}
 OWN = ("mr", "nv", "kc", "mb", "nb", "pack_rows", "parallel", "unroll", "tile_order", "prefetch")
 
 
@@ -67,8 +78,8 @@ class DotGemm(Schedule):
         k = const_value(product(as_expr(r.extent) for r in stage.anchor.reduce_axes))
         if k is None:
             return "a dot engine needs a constant k extent"
-        if k % engine.group:
-            return f"k ({k}) is not a multiple of {engine.instruction}'s {engine.group} values"
+        if k % engine.k_step:
+            return f"k ({k}) is not a multiple of {engine.instruction}'s {engine.k_step} values"
         return engine
 
     def why_not(self, stage: Stage, target: Target) -> str | None:
@@ -95,6 +106,8 @@ class DotGemm(Schedule):
             "tile_order": ("rows", "cols"),
             "prefetch": PREFETCH,
         }
+        if not isinstance(engine := self._engine(stage, target), str) and engine.tiles:
+            own.update(AMX_KNOBS)
         return {f"{PREFIX}{name}": values for name, values in own.items()}
 
     def naive(self, stage: Stage, target: Target) -> Config:
@@ -111,6 +124,8 @@ class DotGemm(Schedule):
             engine = self._engine(stage, target)
             if isinstance(engine, str) or self._in_place(stage, target, engine) is not None:
                 config[f"{PREFIX}pack_rows"] = "rows"
+        if not isinstance(engine := self._engine(stage, target), str) and engine.tiles:
+            return {**config, **{f"{PREFIX}{name}": value for name, value in AMX_DEFAULT.items()}}
         for mr in sorted((m for m in ROW_TILES[1:] if m <= int(gemm["mr"])), reverse=True):
             config[f"{PREFIX}mr"] = mr
             if self.check(stage, target, config) is None:
@@ -122,7 +137,8 @@ class DotGemm(Schedule):
         hold them: a dot reads its row word once per nv instructions."""
         default = self.default(stage, target)
         found = [default]
-        for mr, nv in ((14, 2), (6, 4)):
+        tiles = not isinstance(engine := self._engine(stage, target), str) and engine.tiles
+        for mr, nv in ((16, 2), (32, 1)) if tiles else ((14, 2), (6, 4)):
             seed = {**default, f"{PREFIX}mr": mr, f"{PREFIX}nv": nv}
             if seed not in found and self.check(stage, target, seed) is None:
                 found.append(seed)
@@ -133,6 +149,8 @@ class DotGemm(Schedule):
         if isinstance(engine, str):
             return engine
         mr, nv = int(config[f"{PREFIX}mr"]), int(config[f"{PREFIX}nv"])
+        if engine.tiles:
+            return None  # its knobs hold only tile shapes that fit
         registers = vector_registers(target)
         # The tile, its column registers, one broadcast word, the offset's column sums.
         needed = mr * nv + nv + 1 + (nv if engine.offset else 0)

@@ -20,6 +20,7 @@ from tunehub.compiler.lower import lower
 from tunehub.compiler.program import load
 from tunehub.compiler.space import space_for
 from tunehub.schemas.target import Target
+from tunehub.targets.cpu.runtime import allow_tiles
 from tunehub.worker.device import can_run, cpu_isa
 
 pytestmark = pytest.mark.skipif(
@@ -29,16 +30,18 @@ pytestmark = pytest.mark.skipif(
 BF16 = "x86_64-avx512+avx512_bf16"
 VNNI = "x86_64-avx512+avx512_vnni"
 AVX_VNNI = "x86_64-avx2+avx_vnni"
+AMX = "x86_64-avx512+amx_tile+amx_bf16+amx_int8"
 # (row dtype, column dtype, accumulator) -> the engine ISAs that compute it
 SIDES: dict[tuple[str, str, str], tuple[str, ...]] = {
-    ("bfloat16", "bfloat16", "float32"): (BF16,),
-    ("int8", "int8", "int32"): (VNNI, AVX_VNNI),
-    ("uint8", "int8", "int32"): (VNNI, AVX_VNNI),
+    ("bfloat16", "bfloat16", "float32"): (BF16, AMX),
+    ("int8", "int8", "int32"): (VNNI, AVX_VNNI, AMX),
+    ("uint8", "int8", "int32"): (VNNI, AVX_VNNI, AMX),
 }
+INTRINSICS = ("_mm512_dpbf16_ps", "_dpbusd_", "_tile_dpbf16ps", "_tile_dpbssd", "_tile_dpbusd")
 CASES = [(sides, isa) for sides, isas in SIDES.items() for isa in isas]
 
 
-def matmul(a: str, b: str, acc: str, m: int = 37, n: int = 45, k: int = 136) -> Program:
+def matmul(a: str, b: str, acc: str, m: int = 37, n: int = 45, k: int = 192) -> Program:
     document: dict[str, Any] = copy.deepcopy(matmul_forms(m, n, k)["nn"])
     document["inputs"][0]["dtype"], document["inputs"][1]["dtype"] = a, b
     document["computes"][0]["expr"] = f"{acc}(A[i, k]) * {acc}(B[k, j])"
@@ -51,10 +54,14 @@ def configs(program: Program, target: Target) -> list[dict[str, Any]]:
     with each row layout where it is valid (in place: not with the offset)."""
     space = space_for(program, target)
     found = [c for c in space.seeds({}) if c["s0.mode"] == "dot"]
-    variant = {"s0.dot_kc": 64, "s0.dot_pack_rows": "interleaved", "s0.dot_unroll": 2}
-    found.append({**found[0], **variant})
-    for rows in ("rows", "none"):
-        config = {**found[0], "s0.dot_pack_rows": rows}
+    variants = [
+        {"s0.dot_kc": 64, "s0.dot_pack_rows": "interleaved", "s0.dot_unroll": 2},
+        {"s0.dot_pack_rows": "rows"},
+        {"s0.dot_pack_rows": "none"},
+        {"s0.dot_unroll": 2},
+    ]
+    for variant in variants:
+        config = {**found[0], **variant}
         if config not in found and space.check(config) is None:
             found.append(config)
     return found
@@ -66,14 +73,14 @@ def test_dot_kernels_compile_with_their_isas_flags(sides: tuple[str, str, str], 
     program = matmul(*sides)
     for config in configs(program, target):
         source = lower(program, target, config).source
-        assert "dpbf16" in source or "dpbusd" in source
+        assert any(intrinsic in source for intrinsic in INTRINSICS)
         assert compile_for(lower(program, target, config), isa).exists()
 
 
 @pytest.mark.parametrize(("sides", "isa"), CASES)
 def test_dot_kernels_agree_with_the_reference(sides: tuple[str, str, str], isa: str) -> None:
     if not can_run(isa):
-        pytest.skip(f"this host ({cpu_isa()}) has no {isa.split('+')[1]}")
+        pytest.skip(f"this host ({cpu_isa()}) has no {', '.join(isa.split('+')[1:])}")
     target = Target(kind="cpu", isa=isa)
     program = matmul(*sides)
     check_configs(program, target, configs(program, target), {})
@@ -102,3 +109,15 @@ def test_a_dot_tile_counts_as_the_fmas_it_does_in_the_features() -> None:
     config = {**space_for(program, target).default(), "s0.dot_mr": 8, "s0.dot_nv": 2}
     found = features.extract(program, target, config)
     assert found["kernel_vector_fmas"] == 8 * 2 * 2 and found["kernel_vector_loads"] == 2
+
+
+def test_amx_tiles_take_the_place_of_the_dot_instructions_where_the_target_has_them() -> None:
+    """AMX's knobs are tile shapes (1 or 2 tiles of 16 each way), one k block, rows packed
+    as rows; signed int8 multiplies as it is (tdpbssd: no offset); asking Linux for the
+    tile state is harmless where there is none."""
+    target = Target(kind="cpu", isa=AMX)
+    space = space_for(matmul("int8", "int8", "int32"), target)
+    assert space.knobs["s0.dot_mr"] == (16, 32) and space.knobs["s0.dot_kc"] == (0,)
+    source = lower(matmul("int8", "int8", "int32"), target, space.default()).source
+    assert "_tile_dpbssd" in source and "0x80808080" not in source
+    assert isinstance(allow_tiles(), bool)

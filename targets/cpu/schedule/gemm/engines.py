@@ -13,6 +13,13 @@ signed x signed int8 uses the offset trick: the broadcast side is packed as `a +
 (unsigned), so a sum computes sum((a + 128) b) = sum(a b) + 128 sum(b); the tile subtracts
 128 x the column sums of `b`, which one more `vpdpbusd` per column vector and k step (of the
 constant 128 bytes) accumulates beside the tile: 1 / mr more instructions.
+
+AMX (`amx_bf16`, `amx_int8`) multiplies whole tiles (`targets.cpu.loop.Tile`): its register
+tile is `mr / 16` x `nv` tiles of 16 x 16 sums, each k step (16 words) loading `mr / 16`
+tiles of the row panel (packed as rows: 16 rows of 64 bytes), `nv` of the column panel
+(the same word layout, a tile row per word) and multiplying every pair; the sums are stored
+to the spilled tile, whose stores apply the epilogue. Signed int8 needs no offset there
+(`tdpbssd`). One k block only: no partial sums between blocks.
 """
 
 from __future__ import annotations
@@ -26,9 +33,17 @@ from tunehub.compiler.loop import Assign, Decl, For, Prefetch, Stmt, add, const,
 from tunehub.compiler.schedule.plan import Plan
 from tunehub.compiler.schedule.vectorize import depends
 from tunehub.schemas.target import Target
-from tunehub.targets.cpu.loop import DOT_INSTRUCTIONS, Dot, DotLoad
+from tunehub.targets.cpu.loop import (
+    DOT_INSTRUCTIONS,
+    TILE_INSTRUCTIONS,
+    TILE_ROWS,
+    Dot,
+    DotLoad,
+    Tile,
+)
 from tunehub.targets.cpu.schedule.gemm.microkernel import (
     ColumnsInPlace,
+    Partial,
     RegisterTile,
     RowInPlace,
 )
@@ -50,6 +65,16 @@ class Engine:
     rows: str
     cols: str
     offset: bool = False
+
+    @property
+    def tiles(self) -> bool:
+        """Whether it multiplies AMX tiles (a `tile` instruction) rather than registers."""
+        return self.instruction in TILE_INSTRUCTIONS
+
+    @property
+    def k_step(self) -> int:
+        """k values per step of its register tile: one word, or a tile's 16."""
+        return self.group * (TILE_ROWS if self.tiles else 1)
 
     def row_value(self, side: Expr) -> Expr:
         """The broadcast side's value as its panel holds it."""
@@ -81,6 +106,9 @@ def engine_for(found: Plan, vec_side: str, target: Target) -> Engine | str:
     if found.term is not None:
         return f"each product rounds to {found.term} before it is summed"
     bits = lanes_of(target, found.acc) * 32
+    tiles = _tile_engine(found.acc, row.dtype, col.dtype, target)
+    if tiles is not None:
+        return tiles
     if found.acc == "float32" and row.dtype == col.dtype == "bfloat16":
         engine = Engine("vdpbf16ps", bits, 2, "bfloat16", "bfloat16")
     elif found.acc == "int32" and row.dtype in ("int8", "uint8") and col.dtype == "int8":
@@ -93,6 +121,18 @@ def engine_for(found: Plan, vec_side: str, target: Target) -> Engine | str:
         have = "+".join(target.features) or "no features"
         return f"{target} ({have}) has no {bits}-bit {engine.instruction}"
     return engine
+
+
+def _tile_engine(acc: str, row: str, col: str, target: Target) -> Engine | None:
+    """The AMX engine of these dtypes where the target has its tiles."""
+    if "amx_tile" not in target.features:
+        return None
+    if acc == "float32" and row == col == "bfloat16" and "amx_bf16" in target.features:
+        return Engine("tdpbf16ps", 512, 2, row, col)
+    int8 = acc == "int32" and row in ("int8", "uint8") and col == "int8"
+    if int8 and "amx_int8" in target.features:
+        return Engine("tdpbssd" if row == "int8" else "tdpbusd", 512, 4, row, col)
+    return None
 
 
 @dataclass(frozen=True)
@@ -176,3 +216,76 @@ def in_place_words(found: Plan, vec_side: str, engine: Engine, k: str) -> str | 
     if not (isinstance(last, Var) and last.name == k) or any(depends(e, (k,)) for e in outer):
         return f"rows in place: {k} must be their load's last index, and only there"
     return None
+
+
+@dataclass(frozen=True)
+class TileKernel(RegisterTile):
+    """The register tile of AMX tiles: `mr / 16` x `nv` tiles of sums (see the module doc);
+    its sums live in tile registers, so every tile is spilled to be stored."""
+
+    engine: Engine | None = None
+    in_registers = False
+
+    def _tiles(self) -> tuple[int, int]:
+        return self.mr // TILE_ROWS, self.nv
+
+    def _sum(self, i: int, j: int) -> int:
+        return i * self.nv + j
+
+    def start(self, accs: list[list[str]], partial: Partial | None, first: Expr) -> list[Stmt]:
+        """This thread's tile configuration, then every sum tile at zero."""
+        assert partial is None, "check() allows one k block only"
+        ta, tb = self._tiles()
+        zeros = [Tile("zero", self._sum(i, j)) for i in range(ta) for j in range(tb)]
+        return [Tile("config"), *zeros]
+
+    def k_loop(
+        self,
+        accs: list[list[str]],
+        depth: Expr,
+        p: Expr,
+        q: Expr,
+        cols: Panels | ColumnsInPlace,
+        rows: Panels | RowInPlace,
+    ) -> Stmt:
+        """`depth` k values (a multiple of 16 words) from both sides' panels."""
+        engine = self.engine
+        assert engine is not None and isinstance(cols, Panels) and isinstance(rows, Panels)
+        ta, tb = self._tiles()
+        kk = self.ctx.fresh("k")
+        k = mul(var(kk), const(engine.k_step))
+        a_tiles, b_tiles = [ta * tb + i for i in range(ta)], [ta * tb + ta + j for j in range(tb)]
+        row_bytes = mul(rows.stride, const(dtypes.itemsize(engine.rows)))
+        col_bytes = const(self.nr * engine.group * dtypes.itemsize(engine.cols))
+        body: list[Stmt] = [
+            Tile("load", t, rows.buffer, (rows.at(p, k, const(TILE_ROWS * i)),), row_bytes)
+            for i, t in enumerate(a_tiles)
+        ]
+        body += [
+            Tile("load", t, cols.buffer, (cols.at(q, k, const(TILE_ROWS * j)),), col_bytes)
+            for j, t in enumerate(b_tiles)
+        ]
+        body += [
+            Tile("dot", self._sum(i, j), a=a, b=b, instruction=engine.instruction)
+            for i, a in enumerate(a_tiles)
+            for j, b in enumerate(b_tiles)
+        ]
+        steps = Binary("//", depth, const(engine.k_step), INDEX)
+        kind = "unroll" if self.unroll > 1 else "serial"
+        return For(kk, steps, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+
+    def spill(self, accs: list[list[str]], buffer: str) -> list[Stmt]:
+        """Every sum tile stored into `buffer`, `nr` values a row."""
+        ta, tb = self._tiles()
+        stride = const(self.nr * dtypes.itemsize(self.acc))
+        return [
+            Tile(
+                "store",
+                self._sum(i, j),
+                buffer,
+                (const(i * TILE_ROWS * self.nr + j * TILE_ROWS),),
+                stride,
+            )
+            for i in range(ta)
+            for j in range(tb)
+        ]

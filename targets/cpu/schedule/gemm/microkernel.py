@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.ir import Cast, Const, Expr, Load, Var
@@ -65,6 +66,9 @@ class RegisterTile:
     term: str | None
     unroll: int
     prefetch: int
+    # Whether the sums are vector locals (`accumulators`), which a whole tile may store
+    # directly; an AMX tile's are tile registers, always spilled.
+    in_registers: ClassVar[bool] = True
 
     @property
     def nr(self) -> int:

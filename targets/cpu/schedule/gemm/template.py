@@ -29,7 +29,7 @@ from tunehub.compiler.loop import (
 from tunehub.compiler.schedule.plan import Plan
 from tunehub.compiler.schedule.stage import Context, Loop, nest
 from tunehub.compiler.space.space import Config
-from tunehub.targets.cpu.schedule.gemm.engines import DotTile, Engine
+from tunehub.targets.cpu.schedule.gemm.engines import DotTile, Engine, TileKernel
 from tunehub.targets.cpu.schedule.gemm.microkernel import (
     ColumnsInPlace,
     Partial,
@@ -81,7 +81,9 @@ class Template:
         self.packer = Packer(ctx, t.k, t.kc, t.acc, t.lanes)
         tile = (ctx, t.mr, t.nv, t.lanes, t.acc, t.term, t.unroll, t.prefetch)
         self.engine = engine
-        self.kernel = RegisterTile(*tile) if engine is None else DotTile(*tile, engine=engine)
+        self.kernel: RegisterTile = RegisterTile(*tile)
+        if engine is not None:
+            self.kernel = (TileKernel if engine.tiles else DotTile)(*tile, engine=engine)
         # What each side's panels hold: its values, or an engine's narrow ones.
         self.row_side = t.row_side if engine is None else engine.row_value(t.row_side)
         self.col_side = t.col_side if engine is None else engine.col_value(t.col_side)
@@ -215,7 +217,9 @@ class Template:
             w.spill, kernel.nr, index, row_base, col_base, rows_left, cols_left
         )
         finish = seq(*kernel.spill(accs, w.spill), clipped)
-        vector_store = self.stores.direct(index, row_base, col_base, accs)
+        vector_store = (
+            self.stores.direct(index, row_base, col_base, accs) if kernel.in_registers else None
+        )
         if vector_store is not None:
             whole = Binary("and", _eq(rows_left, const(t.mr)), _eq(cols_left, const(t.nr)), "bool")
             finish = If(whole, vector_store, finish)
