@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Cast, Const, Expr, Load, Var
-from tunehub.compiler.loop import Assign, Decl, For, Prefetch, Stmt, add, const, mul, seq, var
+from tunehub.compiler.loop import Assign, Decl, Prefetch, Stmt, add, const, mul, seq, var
 from tunehub.compiler.schedule.plan import Plan
 from tunehub.compiler.schedule.vectorize import depends
 from tunehub.schemas.target import Target
@@ -179,9 +179,7 @@ class DotTile(RegisterTile):
             for v in range(self.nv):
                 dot = Dot(accs[r][v], engine.instruction, b_names[v], buffer, word, engine.bits)
                 body.append(dot)
-        steps = Binary("//", depth, const(engine.group), INDEX)
-        kind = "unroll" if self.unroll > 1 else "serial"
-        loop = For(kk, steps, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+        loop = self.steps(kk, Binary("//", depth, const(engine.group), INDEX), body)
         if not corrections:
             return loop
         vdt = self.vdt
@@ -270,9 +268,7 @@ class TileKernel(RegisterTile):
             for i, a in enumerate(a_tiles)
             for j, b in enumerate(b_tiles)
         ]
-        steps = Binary("//", depth, const(engine.k_step), INDEX)
-        kind = "unroll" if self.unroll > 1 else "serial"
-        return For(kk, steps, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+        return self.steps(kk, Binary("//", depth, const(engine.k_step), INDEX), body)
 
     def spill(self, accs: list[list[str]], buffer: str) -> list[Stmt]:
         """Every sum tile stored into `buffer`, `nr` values a row."""

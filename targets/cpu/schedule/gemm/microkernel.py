@@ -141,8 +141,12 @@ class RegisterTile:
                     Var(accs[r][v], vdt), Var(a, vdt), Var(b_names[v], vdt), self.term
                 )
                 body.append(Assign(accs[r][v], total))
+        return self.steps(kk, depth, body)
+
+    def steps(self, kk: str, count: Expr, body: list[Stmt]) -> Stmt:
+        """The k loop: `count` steps of `body`, unrolled by `unroll`."""
         kind = "unroll" if self.unroll > 1 else "serial"
-        return For(kk, depth, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+        return For(kk, count, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
 
     def spill(self, accs: list[list[str]], buffer: str) -> list[Stmt]:
         """The accumulators stored row by row into `buffer`, `nr` values a row."""
