@@ -115,8 +115,8 @@ class DotGemm(Schedule):
 
     def default(self, stage: Stage, target: Target) -> Config:
         """The FMA template's default tile, blocks, prefetch and row layout (packed as rows
-        where their words cannot be read in place), with fewer rows where the offset's column sums
-        leave too few registers (6 x 2 on AVX2's 16 -> 4 x 2)."""
+        where their words cannot be read in place), with fewer rows where it leaves too few
+        registers; on AMX its 2 x 2 tiles (`AMX_DEFAULT`)."""
         gemm = self.gemm.default(stage, target)
         assert gemm is not None
         config = {f"{PREFIX}{name}": gemm[name] for name in OWN}
@@ -152,8 +152,8 @@ class DotGemm(Schedule):
         if engine.tiles:
             return None  # its knobs hold only tile shapes that fit
         registers = vector_registers(target)
-        # The tile, its column registers, one broadcast word, the offset's column sums.
-        needed = mr * nv + nv + 1 + (nv if engine.offset else 0)
+        # The tile, its column registers, one broadcast word.
+        needed = mr * nv + nv + 1
         if needed > registers:
             return f"a {mr}x{nv} dot tile needs {needed} vector registers of {registers}"
         if config[f"{PREFIX}pack_rows"] == "none":

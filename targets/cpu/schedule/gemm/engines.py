@@ -11,8 +11,8 @@ bytes (a quarter for int8) of the FMA template's panels.
 
 signed x signed int8 uses the offset trick: the broadcast side is packed as `a + 128`
 (unsigned), so a sum computes sum((a + 128) b) = sum(a b) + 128 sum(b); the tile subtracts
-128 x the column sums of `b`, which one more `vpdpbusd` per column vector and k step (of the
-constant 128 bytes) accumulates beside the tile: 1 / mr more instructions.
+128 x the column sums of `b`, which `vpdpbusd`s of the constant 128 bytes by the column
+panel compute once per packed block (`DotTile.column_sums`), not in every tile.
 
 AMX (`amx_bf16`, `amx_int8`) multiplies whole tiles (`targets.cpu.loop.Tile`): its register
 tile is `mr / 16` x `nv` tiles of 16 x 16 sums, each k step (16 words) loading `mr / 16`
@@ -29,7 +29,20 @@ from dataclasses import dataclass
 from tunehub.compiler import dtypes
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Cast, Const, Expr, Load, Var
-from tunehub.compiler.loop import Assign, Decl, Prefetch, Stmt, add, const, mul, seq, var
+from tunehub.compiler.loop import (
+    Assign,
+    Decl,
+    For,
+    Prefetch,
+    Stmt,
+    Store,
+    add,
+    ceildiv,
+    const,
+    mul,
+    seq,
+    var,
+)
 from tunehub.compiler.schedule.plan import Plan
 from tunehub.compiler.schedule.vectorize import depends
 from tunehub.schemas.target import Target
@@ -138,9 +151,20 @@ def _tile_engine(acc: str, row: str, col: str, target: Target) -> Engine | None:
 @dataclass(frozen=True)
 class DotTile(RegisterTile):
     """The register tile on a dot `engine`: per step, `group` k values; `nv` column
-    registers loaded from the column panel, each row's word broadcast into `nv` dots."""
+    registers loaded from the column panel, each row's word broadcast into `nv` dots. With
+    the offset, `sums` is the per-thread buffer of 128 x the column sums of the block's
+    column panels (`column_sums`), which each tile subtracts after its k loop."""
 
     engine: Engine | None = None
+    sums: str = ""
+
+    def _columns(self, cols: Panels, q: Expr, k: Expr, names: list[str]) -> list[Stmt]:
+        """The column panel's `nv` registers of words at `k`."""
+        assert self.engine is not None
+        return [
+            DotLoad(name, cols.buffer, cols.at(q, k, const(v * self.lanes)), self.engine.bits)
+            for v, name in enumerate(names)
+        ]
 
     def k_loop(
         self,
@@ -153,15 +177,12 @@ class DotTile(RegisterTile):
     ) -> Stmt:
         """`depth` k values (a multiple of the group) from the column panel and the rows'
         panel or, read in place, the rows' own words (`in_place_words`)."""
-        engine, ctx, lanes = self.engine, self.ctx, self.lanes
+        engine, ctx = self.engine, self.ctx
         assert engine is not None and isinstance(cols, Panels)
         kk = ctx.fresh("k")
         k = mul(var(kk), const(engine.group))
         b_names = [ctx.fresh(f"b{v}") for v in range(self.nv)]
-        body: list[Stmt] = [
-            DotLoad(name, cols.buffer, cols.at(q, k, const(v * lanes)), engine.bits)
-            for v, name in enumerate(b_names)
-        ]
+        body = self._columns(cols, q, k, b_names)
         if self.prefetch:
             ahead = cols.at(q, add(k, const(self.prefetch * engine.group)), const(0))
             line = 64 // dtypes.itemsize(engine.cols)
@@ -169,28 +190,51 @@ class DotTile(RegisterTile):
                 Prefetch(cols.buffer, (add(ahead, const(n)),))
                 for n in range(0, self.nr * engine.group, line)
             ]
-        corrections = [ctx.fresh(f"s{v}") for v in range(self.nv)] if engine.offset else []
-        body += [
-            Dot(total, engine.instruction, b, bits=engine.bits)
-            for total, b in zip(corrections, b_names, strict=False)
-        ]
         for r in range(self.mr):
             buffer, word = _word(rows, p, k, r)
             for v in range(self.nv):
                 dot = Dot(accs[r][v], engine.instruction, b_names[v], buffer, word, engine.bits)
                 body.append(dot)
         loop = self.steps(kk, Binary("//", depth, const(engine.group), INDEX), body)
-        if not corrections:
+        if not self.sums:
             return loop
         vdt = self.vdt
-        zero = Cast(vdt, Const(0, self.acc))
-        start = [Decl(name, vdt, init=zero) for name in corrections]
         less = [
-            Assign(accs[r][v], Binary("-", Var(accs[r][v], vdt), Var(corrections[v], vdt), vdt))
+            Assign(accs[r][v], Binary("-", Var(accs[r][v], vdt), self._sum(q, v), vdt))
             for r in range(self.mr)
             for v in range(self.nv)
         ]
-        return seq(*start, loop, *less)
+        return seq(loop, *less)
+
+    def _sum(self, q: Expr, v: int) -> Expr:
+        """128 x the column sums of column panel `q`'s v-th register."""
+        return Load(self.sums, (add(mul(q, const(self.nr)), const(v * self.lanes)),), self.vdt)
+
+    def column_sums(self, cols: Panels, count: Expr, depth: Expr) -> Stmt:
+        """`sums` of the `count` columns just packed into `cols` (`depth` k values): per
+        column register, `vpdpbusd` of the constant 128 bytes by its words, once per block
+        rather than once per tile."""
+        engine, ctx, vdt = self.engine, self.ctx, self.vdt
+        assert engine is not None
+        q, kk = ctx.fresh("sq"), ctx.fresh("sk")
+        totals = [ctx.fresh(f"s{v}") for v in range(self.nv)]
+        b_names = [ctx.fresh(f"sb{v}") for v in range(self.nv)]
+        k = mul(var(kk), const(engine.group))
+        body = self._columns(cols, var(q), k, b_names)
+        body += [
+            Dot(t, engine.instruction, b, bits=engine.bits)
+            for t, b in zip(totals, b_names, strict=True)
+        ]
+        steps = For(kk, Binary("//", depth, const(engine.group), INDEX), seq(body))
+        zero = Cast(vdt, Const(0, self.acc))
+        stores = [
+            Store(
+                self.sums, (add(mul(var(q), const(self.nr)), const(v * self.lanes)),), Var(t, vdt)
+            )
+            for v, t in enumerate(totals)
+        ]
+        start = [Decl(t, vdt, init=zero) for t in totals]
+        return For(q, ceildiv(count, self.nr), seq(*start, steps, *stores))
 
 
 def _word(rows: Panels | RowInPlace, p: Expr, k: Expr, r: int) -> tuple[str, tuple[Expr, ...]]:

@@ -82,8 +82,11 @@ class Template:
         tile = (ctx, t.mr, t.nv, t.lanes, t.acc, t.term, t.unroll, t.prefetch)
         self.engine = engine
         self.kernel: RegisterTile = RegisterTile(*tile)
-        if engine is not None:
-            self.kernel = (TileKernel if engine.tiles else DotTile)(*tile, engine=engine)
+        if engine is not None and engine.tiles:
+            self.kernel = TileKernel(*tile, engine=engine)
+        elif engine is not None:
+            sums = ctx.scratch("colsums", t.acc, (t.nc,), per_thread=True) if engine.offset else ""
+            self.kernel = DotTile(*tile, engine=engine, sums=sums)
         # What each side's panels hold: its values, or an engine's narrow ones.
         self.row_side = t.row_side if engine is None else engine.row_value(t.row_side)
         self.col_side = t.col_side if engine is None else engine.col_value(t.col_side)
@@ -136,6 +139,8 @@ class Template:
             pack = self.packer.pack(
                 w.cols, self.col_side, t.col, col0, count[1], index, k0, var(depth)
             )
+            if isinstance(self.kernel, DotTile) and self.kernel.sums:
+                pack = seq(pack, self.kernel.column_sums(w.cols, count[1], var(depth)))
             if t.reuse_cols:
                 packed = ctx.scratch("packed", INDEX, (1,), per_thread=True, zeroed=True)
                 at = (const(0),)
