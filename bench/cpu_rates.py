@@ -6,6 +6,7 @@ matmul in float32, bfloat16, float16 and int8 beside torch's own op (issue 33's 
     python bench/cpu_rates.py                 # 64 trials each
     python bench/cpu_rates.py --trials 32 --only conv3x3
     python bench/cpu_rates.py --only engines  # the four dtypes beside torch
+    python bench/cpu_rates.py --only engines --dtypes int8
 
 Each pair is a workload and the matmul doing its arithmetic as a plain GEMM: a 3x3
 convolution of 64 channels and 64 filters on 28 x 28 (padding 1) in NCHW and NHWC beside the
@@ -135,8 +136,8 @@ def fastest_repeat(call: Any, repeats: int = 5, min_repeat_s: float = 0.01) -> f
     return best
 
 
-def engines(trials: int) -> tuple[list[str], list[str]]:
-    """Issue 33's table: each dtype tuned on one thread, then timed beside torch."""
+def engines(trials: int, chosen: list[str]) -> tuple[list[str], list[str]]:
+    """Issue 33's table: each `chosen` dtype tuned on one thread, then timed beside torch."""
     import torch
 
     n = ENGINE_SIZE
@@ -146,7 +147,8 @@ def engines(trials: int) -> tuple[list[str], list[str]]:
         "|---|---|---|---|---|---|",
     ]
     configs = []
-    for dtype, acc in ENGINE_DTYPES.items():
+    for dtype in chosen:
+        acc = ENGINE_DTYPES[dtype]
         kernel = tune_cpu(typed_matmul(n, dtype, acc, f"matmul_{dtype}"), trials)
         configs.append(f"- {dtype}: {kernel.knobs()}")
         path = kernel_path(kernel)
@@ -171,13 +173,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--only", nargs="+", choices=[*sorted(PAIRS), "engines"])
+    parser.add_argument("--dtypes", nargs="+", choices=list(ENGINE_DTYPES), help="engines only")
     args = parser.parse_args()
     if args.only == ["engines"]:
-        lines, configs = engines(args.trials)
+        lines, configs = engines(args.trials, args.dtypes or list(ENGINE_DTYPES))
         write_cpu_report(
             "cpu_rates",
             "The 512^3 matmul in four dtypes beside torch",
-            f"python bench/cpu_rates.py --trials {args.trials}",
+            f"python bench/cpu_rates.py --trials {args.trials}"
+            + (f" --dtypes {' '.join(args.dtypes)}" if args.dtypes else ""),
             "each tuned from scratch on one thread in this run, then timed on one thread and "
             f"on all, beside torch's op, in {ROUNDS} rounds that time each once in turn, the "
             "fastest repeat of each",
