@@ -15,16 +15,18 @@ a 256^3 matmul with float16 inputs (cast to float32 in the product) beside the f
 
 `engines`: each dtype's 512^3 matmul (16-bit inputs summed in float32, int8 in int32; the
 output float32 or int32) tuned from scratch on one thread, then timed on one thread and on all
-of them beside torch's op on the same threads (`torch.matmul`, `torch._int_mm` for int8, whose
-16-bit outputs are 16-bit), in rounds that time each once in turn, the fastest repeat of each;
-each row names the kernel's path (a dot instruction, or the FMA template) and torch's CPU
-capability. Results go to docs/benchmarks/cpu_rates-<date>-<isa>.md with the machine and commit.
+of them (its `parallel` knob at its largest) beside torch's op on the same threads
+(`torch.matmul`, `torch._int_mm` for int8, whose 16-bit outputs are 16-bit), in rounds that
+time each once in turn, the fastest repeat of each; each row names the kernel's path (a dot
+instruction, or the FMA template) and torch's CPU capability. Results go to
+docs/benchmarks/cpu_rates-<date>-<isa>.md with the machine and commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -39,6 +41,7 @@ from tests.compiler.test_forms import conv_forms, matmul_forms, tensor  # noqa: 
 from tunehub.compiler.analysis import contraction_flops  # noqa: E402
 from tunehub.compiler.lower import lower  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
+from tunehub.compiler.space import space_for  # noqa: E402
 from tunehub.schemas.target import Target  # noqa: E402
 from tunehub.worker.device import cpu_cores, cpu_isa  # noqa: E402
 
@@ -101,6 +104,20 @@ def kernel_path(kernel: Tuned) -> str:
     return f"float32 fmas ({target.isa})"
 
 
+def all_threads(kernel: Tuned) -> Tuned:
+    """The kernel with its `parallel` knob at its largest value: a one-thread tuning has no
+    reason to parallelize, so on all threads its outer loops (batch, column and row blocks)
+    collapse into one parallel loop (the chosen template's knob: another's stays unused)."""
+    target = Target(kind="cpu", isa=cpu_isa())
+    space = space_for(load(kernel.signature), target)
+    config = dict(kernel.config)
+    for name in [n for n in config if n.endswith("parallel")]:
+        widest = {**config, name: max(space.knobs[name])}  # type: ignore[type-var]
+        if space.check(widest) is None:
+            config = widest
+    return dataclasses.replace(kernel, config=config)
+
+
 def torch_timer(dtype: str, n: int) -> tuple[Any, str]:
     """A call of torch's own op on an n^3 matmul of `dtype`, and its name."""
     import torch
@@ -155,9 +172,10 @@ def engines(trials: int, chosen: list[str]) -> tuple[list[str], list[str]]:
         call, op = torch_timer(dtype, n)
         for threads in sorted({1, cpu_cores()}):
             torch.set_num_threads(threads)
+            timed = kernel if threads == 1 else all_threads(kernel)
             ours, theirs = float("inf"), float("inf")
             for _ in range(ROUNDS):  # in turn: the machine's drift slows both alike
-                ours = min(ours, retime([kernel], rounds=1, threads=threads)[0])
+                ours = min(ours, retime([timed], rounds=1, threads=threads)[0])
                 theirs = min(theirs, fastest_repeat(call))
             rate = 2 * n**3 / 1e9
             lines.append(
