@@ -71,7 +71,7 @@ def configs(program: Program, target: Target) -> list[dict[str, Any]]:
 def test_dot_kernels_compile_with_their_isas_flags(sides: tuple[str, str, str], isa: str) -> None:
     target = Target(kind="cpu", isa=isa)
     program = matmul(*sides)
-    for config in configs(program, target):
+    for config in configs(program, target)[:3]:  # the run test runs every one
         source = lower(program, target, config).source
         assert any(intrinsic in source for intrinsic in INTRINSICS)
         assert compile_for(lower(program, target, config), isa).exists()
