@@ -1,22 +1,34 @@
 """GFLOP/s of convolutions and of 16-bit-input matmuls beside the float32 matmul of the same
 FLOPs, each tuned from scratch in one run on the CPU (one thread): the bars of issue 13's
-convolution (>= 70% of the matmul's rate) and 16-bit input (>= 90%) items.
+convolution (>= 70% of the matmul's rate) and 16-bit input (>= 90%) items; and the 512^3
+matmul in float32, bfloat16, float16 and int8 beside torch's own op (issue 33's bars).
 
     python bench/cpu_rates.py                 # 64 trials each
     python bench/cpu_rates.py --trials 32 --only conv3x3
+    python bench/cpu_rates.py --only engines  # the four dtypes beside torch
+    python bench/cpu_rates.py --only engines --dtypes int8
 
 Each pair is a workload and the matmul doing its arithmetic as a plain GEMM: a 3x3
 convolution of 64 channels and 64 filters on 28 x 28 (padding 1) in NCHW and NHWC beside the
 784 x 64 x 576 matmul, a 1x1 convolution of 64 channels on 56 x 56 beside 3136 x 64 x 64, and
 a 256^3 matmul with float16 inputs (cast to float32 in the product) beside the float32 one.
-Results go to docs/benchmarks/cpu_rates-<date>-<isa>.md with the machine and commit.
+
+`engines`: each dtype's 512^3 matmul (16-bit inputs summed in float32, int8 in int32; the
+output float32 or int32) tuned from scratch on one thread, then timed on one thread and on all
+of them (its `parallel` knob at its largest) beside torch's op on the same threads
+(`torch.matmul`, `torch._int_mm` for int8, whose 16-bit outputs are 16-bit), in rounds that
+time each once in turn, the fastest repeat of each; each row names the kernel's path (a dot
+instruction, or the FMA template) and torch's CPU capability. Results go to
+docs/benchmarks/cpu_rates-<date>-<isa>.md with the machine and commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import write_cpu_report  # noqa: E402
-from bench.tuning import retime, tune_cpu  # noqa: E402
+from bench.tuning import Tuned, retime, tune_cpu  # noqa: E402
 from tests.compiler.test_forms import conv_forms, matmul_forms, tensor  # noqa: E402
 from tunehub.compiler.flops import contraction_flops  # noqa: E402
+from tunehub.compiler.lower import lower  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
+from tunehub.compiler.space import space_for  # noqa: E402
+from tunehub.schemas.target import Target  # noqa: E402
+from tunehub.worker.device import cpu_cores, cpu_isa  # noqa: E402
 
 
 def conv1x1(c: int, f: int, hw: int) -> dict[str, Any]:
@@ -49,13 +65,19 @@ def conv1x1(c: int, f: int, hw: int) -> dict[str, Any]:
     }
 
 
-def half_matmul(n: int) -> dict[str, Any]:
-    """The n^3 matmul with float16 inputs, each cast to float32 in the product."""
+def typed_matmul(n: int, dtype: str, acc: str, name: str) -> dict[str, Any]:
+    """The n^3 matmul with `dtype` inputs, each cast to `acc` in the product, summed in it."""
     document = copy.deepcopy(matmul_forms(n, n, n)["nn"])
     for given in document["inputs"]:
-        given["dtype"] = "float16"
-    document["computes"][0]["expr"] = "float32(A[i, k]) * float32(B[k, j])"
-    return {**document, "name": "half_matmul"}
+        given["dtype"] = dtype
+    document["computes"][0]["expr"] = f"{acc}(A[i, k]) * {acc}(B[k, j])"
+    document["computes"][0]["dtype"] = acc
+    return {**document, "name": name}
+
+
+def half_matmul(n: int) -> dict[str, Any]:
+    """The n^3 matmul with float16 inputs, each cast to float32 in the product."""
+    return typed_matmul(n, "float16", "float32", "half_matmul")
 
 
 # name -> (bar, {form: signature}, the float32 matmul of the same FLOPs)
@@ -66,17 +88,131 @@ PAIRS: dict[str, tuple[float, dict[str, dict[str, Any]], dict[str, Any]]] = {
 }
 
 
+ENGINE_SIZE = 512
+# dtype -> what the products are summed in
+ENGINE_DTYPES = {"float32": "float32", "bfloat16": "float32", "float16": "float32", "int8": "int32"}
+ROUNDS = 7
+
+
+def kernel_path(kernel: Tuned) -> str:
+    """The instructions the kernel's register tile runs on (read from its C source)."""
+    target = Target(kind="cpu", isa=cpu_isa())
+    source = lower(load(kernel.signature), target, kernel.config).source
+    for intrinsic, name in (("dpbf16_ps", "vdpbf16ps"), ("dpbusd", "vpdpbusd")):
+        if intrinsic in source:
+            return f"{name} ({target.isa})"
+    return f"float32 fmas ({target.isa})"
+
+
+def all_threads(kernel: Tuned) -> Tuned:
+    """The kernel with its `parallel` knob at its largest value: a one-thread tuning has no
+    reason to parallelize, so on all threads its outer loops (batch, column and row blocks)
+    collapse into one parallel loop (the chosen template's knob: another's stays unused)."""
+    target = Target(kind="cpu", isa=cpu_isa())
+    space = space_for(load(kernel.signature), target)
+    config = dict(kernel.config)
+    for name in [n for n in config if n.endswith("parallel")]:
+        widest = {**config, name: max(space.knobs[name])}  # type: ignore[type-var]
+        if space.check(widest) is None:
+            config = widest
+    return dataclasses.replace(kernel, config=config)
+
+
+def torch_timer(dtype: str, n: int) -> tuple[Any, str]:
+    """A call of torch's own op on an n^3 matmul of `dtype`, and its name."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    if dtype == "int8":
+        a, b = (
+            torch.randint(-128, 128, (n, n), dtype=torch.int8, generator=generator) for _ in "ab"
+        )
+        return (lambda: torch._int_mm(a, b)), "torch._int_mm"
+    a, b = (torch.randn(n, n, generator=generator).to(getattr(torch, dtype)) for _ in "ab")
+    return (lambda: torch.matmul(a, b)), "torch.matmul"
+
+
+def fastest_repeat(call: Any, repeats: int = 5, min_repeat_s: float = 0.01) -> float:
+    """The fastest per-call time of `repeats` batches of at least `min_repeat_s`, as the
+    tuner's timer counts a repeat."""
+    call()
+    calls = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        if time.perf_counter() - start >= min_repeat_s:
+            break
+        calls *= 2
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def engines(trials: int, chosen: list[str]) -> tuple[list[str], list[str]]:
+    """Issue 33's table: each `chosen` dtype tuned on one thread, then timed beside torch."""
+    import torch
+
+    n = ENGINE_SIZE
+    capability = torch.backends.cpu.get_cpu_capability()
+    lines = [
+        f"| inputs | tunehub path | threads | tunehub | torch {torch.__version__} | speed |",
+        "|---|---|---|---|---|---|",
+    ]
+    configs = []
+    for dtype in chosen:
+        acc = ENGINE_DTYPES[dtype]
+        kernel = tune_cpu(typed_matmul(n, dtype, acc, f"matmul_{dtype}"), trials)
+        configs.append(f"- {dtype}: {kernel.knobs()}")
+        path = kernel_path(kernel)
+        call, op = torch_timer(dtype, n)
+        for threads in sorted({1, cpu_cores()}):
+            torch.set_num_threads(threads)
+            timed = kernel if threads == 1 else all_threads(kernel)
+            ours, theirs = float("inf"), float("inf")
+            for _ in range(ROUNDS):  # in turn: the machine's drift slows both alike
+                ours = min(ours, retime([timed], rounds=1, threads=threads)[0])
+                theirs = min(theirs, fastest_repeat(call))
+            rate = 2 * n**3 / 1e9
+            lines.append(
+                f"| {dtype} | {path} | {threads} | {ours * 1e3:.3f} ms ({rate / ours:.0f} G/s) "
+                f"| {theirs * 1e3:.3f} ms ({rate / theirs:.0f} G/s, {op}, {capability}) "
+                f"| {theirs / ours:.2f}x |"
+            )
+            print(lines[-1], flush=True)
+    return lines, configs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=64)
-    parser.add_argument("--only", nargs="+", choices=sorted(PAIRS))
+    parser.add_argument("--only", nargs="+", choices=[*sorted(PAIRS), "engines"])
+    parser.add_argument("--dtypes", nargs="+", choices=list(ENGINE_DTYPES), help="engines only")
     args = parser.parse_args()
+    if args.only == ["engines"]:
+        lines, configs = engines(args.trials, args.dtypes or list(ENGINE_DTYPES))
+        write_cpu_report(
+            "cpu_rates",
+            "The 512^3 matmul in four dtypes beside torch",
+            f"python bench/cpu_rates.py --trials {args.trials}"
+            + (f" --dtypes {' '.join(args.dtypes)}" if args.dtypes else ""),
+            "each tuned from scratch on one thread in this run, then timed on one thread and "
+            f"on all, beside torch's op, in {ROUNDS} rounds that time each once in turn, the "
+            "fastest repeat of each",
+            args.only,
+            "\n".join(lines) + "\n\nThe tuned kernels:\n\n" + "\n".join(configs) + "\n",
+        )
+        return
     lines = [
         "| workload | GFLOP/s | matmul of the same FLOPs | share of its rate | bar |",
         "|---|---|---|---|---|",
     ]
     configs = []
-    for pair in args.only or PAIRS:
+    for pair in [p for p in args.only or PAIRS if p in PAIRS]:
         bar, forms, matmul = PAIRS[pair]
         documents = [matmul, *forms.values()]
         kernels = [tune_cpu(document, args.trials) for document in documents]

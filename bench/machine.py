@@ -102,7 +102,7 @@ def write_cpu_report(
         f"Machine: {describe_machine()}; ISA {cpu_isa()}. Commit {git_commit()}. "
         f"`{command}{option}` ({how}).\n\n"
     )
-    out = report_path(name, cpu_tag(cpu_isa()) + suffix)
+    out = report_path(name, cpu_tag(cpu_isa().partition("+")[0]) + suffix)  # base: a file name
     out.write_text(header + body)
     print(f"wrote {out.relative_to(ROOT)}")
     return out

@@ -104,17 +104,19 @@ def median_latency(kernel: Tuned, repeats: int = 9, min_repeat_s: float = 0.05) 
     return result.latency_s
 
 
-def retime(kernels: Sequence[Tuned], rounds: int = 7) -> list[float]:
+def retime(kernels: Sequence[Tuned], rounds: int = 7, threads: int = 1) -> list[float]:
     """Each kernel's fastest repeat over `rounds` rounds that time every kernel once in turn
-    (one thread). A shared machine's speed drifts over minutes (a VM's AVX-512 Xeon ran one
-    kernel at 0.55 and at 0.86 ms a few minutes apart) and its neighbours slow it in bursts
+    (on `threads` threads, one by default). A shared machine's speed drifts over minutes (a
+    VM's AVX-512 Xeon ran one kernel at 0.55 and at 0.86 ms a few minutes apart) and its
+    neighbours slow it in bursts
     (the same kernel timed twice in a row, seven rounds each, came out 0.20 and 0.28 ms by
     the fastest round's median), so kernels compared with each other are timed side by side,
     not minutes apart in their own tunings, and by their fastest repeat (a batch of calls of
     at least 10 ms): the one least slowed by the machine's neighbours."""
     with LocalExecutor(workers=1) as executor:
         target = executor.resolve(Target(kind="cpu"))
-        results = executor.run([_request(target, k) for _ in range(rounds) for k in kernels])
+        requests = [_request(target, k, threads=threads) for _ in range(rounds) for k in kernels]
+        results = executor.run(requests)
     times: list[list[float]] = [[] for _ in kernels]
     for n, result in enumerate(results):
         if result.latency_s is None:
@@ -128,8 +130,9 @@ def _request(
     kernel: Tuned,
     repeats: int = CandidateRequest.repeats,
     min_repeat_s: float = CandidateRequest.min_repeat_s,
+    threads: int = 1,
 ) -> CandidateRequest:
-    """`kernel` to build and time for `target` (complete), one thread."""
+    """`kernel` to build and time for `target` (complete) on `threads` threads."""
     return CandidateRequest(
         signature=kernel.signature.model_dump(mode="json"),
         target=target.model_dump(),
@@ -137,4 +140,5 @@ def _request(
         symbols=kernel.symbols,
         repeats=repeats,
         min_repeat_s=min_repeat_s,
+        threads=threads,
     )

@@ -16,7 +16,10 @@ one model. Three groups:
   arithmetic (a GEMM's k loop around its register tile): its vector FMAs, vector loads,
   broadcasts and prefetches, FMAs per value loaded, and unroll factor. On measured CPU spaces
   the register tile's shape is what separates the fastest configs, and the hot-statement
-  features do not see it (version 2);
+  features do not see it (version 2). A target's own statements count by their
+  `kernel_work` (a CPU dot instruction summing two or four products per lane counts as that
+  many FMAs, its broadcast word as a broadcast), which leaves every other kernel's values
+  as they were;
 * **GPU** (CUDA targets; 0 on CPUs, constant columns a tree model never splits on), of the
   *main kernel*, the launch that runs the hot statement (`targets.cuda.launches`): kernels
   launched, threads per block, blocks in the grid, waves (blocks over the SMs times the blocks
@@ -317,14 +320,22 @@ def _kernel(loops: list[For], nodes: Mapping[int, list[Expr]]) -> dict[str, floa
     for loop in loops:
         body = _own_body(loop.body)
         found = [e for s in body for e in nodes[id(s)]]
+        # A target's own statements (a CPU's dot instruction) say what vector work they do.
+        own: dict[str, int] = {}
+        for s in body:
+            for name, count in getattr(s, "kernel_work", {}).items():
+                own[name] = own.get(name, 0) + count
         fmas = sum(isinstance(e, Call) and e.fn == "fma" and lanes(e.dtype) > 1 for e in found)
+        fmas += own.get("vector_fmas", 0)
         work = fmas + sum(isinstance(e, Binary) and lanes(e.dtype) > 1 for e in found)
         if work <= best[0]:
             continue
         loaded = sum(isinstance(e, Load) and lanes(e.dtype) > 1 for e in found)
+        loaded += own.get("vector_loads", 0)
         broadcasts = sum(
             isinstance(e, Cast) and lanes(e.dtype) > 1 and lanes(e.x.dtype) == 1 for e in found
         )
+        broadcasts += own.get("broadcasts", 0)
         values = (
             fmas,
             loaded,

@@ -26,6 +26,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CPU_ISAS = ("x86_64-avx512", "x86_64-avx2", "x86_64", "aarch64-neon", "generic")
+# The CPU's dot-product and matrix engines, which a CPU ISA names after its base in this order,
+# each after a `+` (`x86_64-avx512+avx512_vnni+avx512_bf16`): a kernel that uses one is built
+# with its flags and never run where the instruction is missing. An ISA without any is the
+# base alone, as before they existed, so older clients' and records' targets are unchanged.
+CPU_FEATURES = (
+    "avx_vnni",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+)
 
 
 @dataclass(frozen=True)
@@ -39,17 +52,39 @@ class TargetKind:
     package: str
     choices: tuple[str, ...] = ()
     pattern: str = ""
+    features: tuple[str, ...] = ()
 
     def check(self, variant: str) -> None:
-        """ValueError unless `variant` names one of this kind's variants."""
-        if self.choices and variant not in self.choices:
+        """ValueError unless `variant` names one of this kind's variants: a base variant and,
+        where the kind has `features`, some of them, each after a `+`, in their order."""
+        base, extras = self.split(variant)
+        if self.choices and base not in self.choices:
             raise ValueError(
                 f"unknown {self.name} {self.field} {variant!r} (one of {', '.join(self.choices)})"
             )
-        if self.pattern and not re.fullmatch(self.pattern, variant):
+        if self.pattern and not re.fullmatch(self.pattern, base):
             raise ValueError(
                 f"unknown {self.name} {self.field} {variant!r} (expected e.g. {self.example!r})"
             )
+        unknown = [f for f in extras if f not in self.features]
+        if unknown:
+            known = ", ".join(self.features) or "none"
+            raise ValueError(
+                f"unknown {self.name} feature {unknown[0]!r} in {variant!r} (known: {known})"
+            )
+        if list(extras) != sorted(set(extras), key=self.features.index):
+            raise ValueError(
+                f"{self.name} features in {variant!r} must each appear once, in the order "
+                f"{', '.join(self.features)}"
+            )
+
+    def split(self, variant: str) -> tuple[str, tuple[str, ...]]:
+        """`variant`'s base and its features (`x86_64-avx512+avx512_bf16` ->
+        `x86_64-avx512`, `(avx512_bf16,)`); a kind without features has none."""
+        if not self.features:
+            return variant, ()
+        base, *extras = variant.split("+")
+        return base, tuple(extras)
 
     def facet(self, name: Literal["compiler", "worker", "runtime"]) -> Any:
         """The `BACKEND` object of this kind's `name` facet (`<package>.<name>`), imported
@@ -58,7 +93,14 @@ class TargetKind:
 
 
 BUILTIN_KINDS = (
-    TargetKind("cpu", "isa", "x86_64-avx2", "tunehub.targets.cpu", choices=CPU_ISAS),
+    TargetKind(
+        "cpu",
+        "isa",
+        "x86_64-avx2",
+        "tunehub.targets.cpu",
+        choices=CPU_ISAS,
+        features=CPU_FEATURES,
+    ),
     TargetKind("cuda", "arch", "sm_90", "tunehub.targets.cuda", pattern=r"sm_[0-9]{2,3}a?"),
 )
 PLUGINS_ENV = "TUNEHUB_TARGETS"
@@ -94,10 +136,13 @@ def text_pattern() -> str:
 
 
 def _variants(kind: TargetKind) -> str:
-    """A regular expression of the variants of `kind`."""
+    """A regular expression of the variants of `kind` (its features optional, in order)."""
     if kind.choices:
-        return "|".join(_literal(choice) for choice in kind.choices)
-    return kind.pattern or "[^:]*"
+        base = "|".join(_literal(choice) for choice in kind.choices)
+    else:
+        base = kind.pattern or "[^:+]*"
+    features = "".join(f"(?:\\+{_literal(f)})?" for f in kind.features)
+    return f"(?:{base}){features}" if features else base
 
 
 def _object_schema(schema: dict[str, Any]) -> None:
@@ -169,6 +214,17 @@ class Target(BaseModel):
     def detail(self) -> str | None:
         """The variant: the arch of a CUDA target, the ISA of a CPU target."""
         return self.arch if self.arch is not None else self.isa
+
+    @property
+    def base(self) -> str | None:
+        """The variant without its features (`x86_64-avx512` of `x86_64-avx512+avx512_bf16`)."""
+        return None if self.detail is None else self.spec.split(self.detail)[0]
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The features the variant names (none for a kind without them, or an incomplete
+        target)."""
+        return () if self.detail is None else self.spec.split(self.detail)[1]
 
     @property
     def complete(self) -> bool:

@@ -7,9 +7,11 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.isa_log import ISA_LOG_ENV, isa_report
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -21,6 +23,21 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["TUNEHUB_HOME"] = home
     os.environ["TUNEHUB_CACHE_DIR"] = os.path.join(home, "cache")
     os.environ.pop("TUNEHUB_DATABASE_URL", None)
+    # The controller's folder, which xdist workers inherit (setdefault: theirs is its).
+    os.environ.setdefault(ISA_LOG_ENV, tempfile.mkdtemp(prefix="tunehub-test-isas-"))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Which CPU ISAs the suite compiled kernels for and which it ran them on (the others'
+    run tests were skipped: this host lacks them), so CI's output says what was verified."""
+    found = isa_report(Path(os.environ[ISA_LOG_ENV]))
+    if not found["compiled"]:
+        return
+    terminalreporter.section("CPU ISAs")
+    for what in ("compiled", "ran"):
+        terminalreporter.write_line(f"{what}: {', '.join(sorted(found[what])) or 'none'}")
+    only = sorted(found["compiled"] - found["ran"])
+    terminalreporter.write_line(f"compiled only (not run here): {', '.join(only) or 'none'}")
 
 
 POSTGRES_URL_ENV = "TUNEHUB_TEST_POSTGRES_URL"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from tests.cli_process import run_tunehub
 from tunehub.client import load_kernel
 from tunehub.compiler.backend import compiler_backend
 from tunehub.runtime.backend import runtime_backend
-from tunehub.schemas.target import PLUGINS_ENV, Target, kinds
+from tunehub.schemas.target import PLUGINS_ENV, Target, kinds, text_pattern
 from tunehub.worker.backend import worker_backend
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -93,3 +94,21 @@ def test_the_toy_target_fuses_a_row_group(toy: None) -> None:
     inputs = random_inputs(program, {}, 0)
     actual = run(kernel, program, inputs, {}, "x86_64")["Y"]
     assert compare(evaluate(program, inputs, {})["Y"], actual, "float32", reduce_extent=1024).ok
+
+
+def test_a_cpu_isa_names_its_features_once_each_in_their_order() -> None:
+    target = Target.parse("cpu:x86_64-avx512+avx512_vnni+avx512_bf16")
+    assert target.base == "x86_64-avx512" and target.features == ("avx512_vnni", "avx512_bf16")
+    assert str(target) == "cpu:x86_64-avx512+avx512_vnni+avx512_bf16"
+    assert re.fullmatch(text_pattern(), str(target))
+    assert Target.parse("cpu:x86_64-avx2").features == ()
+    assert Target.parse("cuda:sm_90").base == "sm_90"
+    for bad, message in [
+        ("cpu:x86_64-avx512+avx512_bf16+avx512_vnni", "in the order"),
+        ("cpu:x86_64-avx512+avx512_bf16+avx512_bf16", "once"),
+        ("cpu:x86_64-avx512+sse9", "unknown cpu feature 'sse9'"),
+        ("cuda:sm_90+amx_tile", "unknown cuda arch"),
+    ]:
+        assert not re.fullmatch(text_pattern(), bad)
+        with pytest.raises(ValueError, match=message):
+            Target.parse(bad)

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tunehub.schemas.target import Target
+from tunehub.schemas.target import CPU_FEATURES, Target, kind_of
 from tunehub.worker.backend import worker_backend
 
 _CPUINFO = Path("/proc/cpuinfo")
@@ -25,6 +25,10 @@ _AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
 _AVX2 = {"avx2", "fma"}
 # x86 ISAs in increasing order: a host runs its own level and every level below it.
 _X86_LEVELS = ("generic", "x86_64", "x86_64-avx2", "x86_64-avx512")
+# The lowest ISA level whose registers each feature's instructions use (its cpuinfo flag has
+# the feature's name): VEX-encoded AVX-VNNI on AVX2's, the others on AVX-512's (AMX's tiles
+# are loaded from and stored to memory, but every AMX CPU has AVX-512 and its kernels use it).
+_FEATURE_LEVEL = {f: "x86_64-avx2" if f == "avx_vnni" else "x86_64-avx512" for f in CPU_FEATURES}
 
 
 @cache
@@ -51,11 +55,17 @@ def isa_from_flags(machine: str, flags: set[str]) -> str:
         return "aarch64-neon"
     if machine not in ("x86_64", "amd64", "AMD64"):
         return "generic"
-    if flags >= _AVX512:
-        return "x86_64-avx512"
-    if flags >= _AVX2:
-        return "x86_64-avx2"
-    return "x86_64"
+    base = "x86_64-avx512" if flags >= _AVX512 else "x86_64-avx2" if flags >= _AVX2 else "x86_64"
+    return with_features(base, flags)
+
+
+def with_features(base: str, flags: set[str]) -> str:
+    """`base` with the features among `flags` that its registers allow, in their order."""
+    level = _X86_LEVELS.index(base) if base in _X86_LEVELS else -1
+    found = [
+        f for f in CPU_FEATURES if f in flags and _X86_LEVELS.index(_FEATURE_LEVEL[f]) <= level
+    ]
+    return "+".join([base, *found])
 
 
 # Caps the ISA this host reports (a worker that should build and measure AVX2 code on an
@@ -65,8 +75,9 @@ ISA_ENV = "TUNEHUB_CPU_ISA"
 
 @cache
 def cpu_isa() -> str:
-    """The instruction set this host runs, e.g. `x86_64-avx512`, or the lower one named by
-    TUNEHUB_CPU_ISA."""
+    """The instruction set this host runs, its features included (e.g.
+    `x86_64-avx512+avx512_vnni+avx512_bf16`), or the lower one named by TUNEHUB_CPU_ISA (a
+    base alone runs none of the features)."""
     native = isa_from_flags(platform.machine(), set(_cpuinfo().get("flags", "").split()))
     capped = os.environ.get(ISA_ENV)
     if not capped:
@@ -82,10 +93,15 @@ def can_run(isa: str, host: str | None = None) -> bool:
 
 
 def _runs_on(isa: str, host: str) -> bool:
-    if isa == host or isa == "generic":
+    """Whether `host` runs `isa`'s base level and has every feature `isa` names."""
+    cpu = kind_of("cpu")
+    (base, features), (host_base, host_features) = cpu.split(isa), cpu.split(host)
+    if not set(features) <= set(host_features):
+        return False
+    if base == host_base or base == "generic":
         return True
-    if host in _X86_LEVELS and isa in _X86_LEVELS:
-        return _X86_LEVELS.index(isa) <= _X86_LEVELS.index(host)
+    if host_base in _X86_LEVELS and base in _X86_LEVELS:
+        return _X86_LEVELS.index(base) <= _X86_LEVELS.index(host_base)
     return False
 
 
@@ -120,6 +136,7 @@ def fingerprint(target: Target, threads: int) -> dict[str, Any]:
         "cpu_model": cpu_model,
         "cpu_cores": cpu_cores(),
         "cpu_isa": cpu_isa(),
+        "cpu_features": list(kind_of("cpu").split(cpu_isa())[1]),
         "threads": threads,
     }
     return {**common, **worker_backend(target).fingerprint(target)}

@@ -26,6 +26,7 @@ import numpy as np
 from tunehub.schemas.record import RecordStatus
 from tunehub.targets.cpu.harness import MAX_ARGS, Harness
 from tunehub.targets.cpu.harness import load as load_harness
+from tunehub.targets.cpu.runtime import allow_tiles
 from tunehub.worker.measure import measuring
 from tunehub.worker.measure.case import Case
 from tunehub.worker.measure.runner import MeasureResult
@@ -71,6 +72,7 @@ def main(argv: list[str]) -> None:
     # Kernels are unloaded after use; libgomp must stay, its thread pool outlives them.
     with contextlib.suppress(OSError):
         ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+    allow_tiles()  # before any kernel: an AMX one's first tile instruction needs the state
     harness = load_harness()
     measuring.serve(
         argv,

@@ -1,6 +1,6 @@
-"""The CPU target as the compiler sees it: C with OpenMP (`render`), the packed GEMM,
-reduction, injective and flash-attention schedules (`schedule/`), and the roofline of a core
-as the estimate a search starts from."""
+"""The CPU target as the compiler sees it: C with OpenMP (`render`), the packed GEMM (on
+fmas, or on the target's dot-product engines), reduction, injective and flash-attention
+schedules (`schedule/`), and the roofline of a core as the estimate a search starts from."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tunehub.targets.cpu.render import CRenderer
 from tunehub.targets.cpu.schedule import rows
 from tunehub.targets.cpu.schedule.attention import FlashAttention
 from tunehub.targets.cpu.schedule.contraction import PackedGemm
+from tunehub.targets.cpu.schedule.engine import DotGemm
 from tunehub.targets.cpu.schedule.fallback import Fallback
 from tunehub.targets.cpu.schedule.injective import Injective
 from tunehub.targets.cpu.schedule.reduction import Reduction
@@ -35,7 +36,7 @@ class CpuCompiler(CompilerBackend):
         self.schedules = {
             INJECTIVE: [Injective()],
             REDUCTION: [Reduction()],
-            CONTRACTION: [PackedGemm()],
+            CONTRACTION: [PackedGemm(), DotGemm()],
             ATTENTION: [FlashAttention()],
         }
 

@@ -20,10 +20,10 @@ VECTOR_BYTES = {
 def vector_widths(target: Target, dtype: str) -> tuple[int, ...]:
     """Vector lengths (in elements of `dtype`'s compute type) up to the target's registers."""
     size = dtypes.itemsize(dtypes.compute_dtype(dtype))
-    top = VECTOR_BYTES.get(target.isa, 16)
+    top = VECTOR_BYTES.get(target.base, 16)
     return tuple(b // size for b in (16, 32, 64) if b <= top and b // size > 1)
 
 
 def vector_registers(target: Target) -> int:
     """Architectural vector registers a register tile may fill (AVX-512 has 32, others 16)."""
-    return 32 if VECTOR_BYTES.get(target.isa, 16) == 64 else 16
+    return 32 if VECTOR_BYTES.get(target.base, 16) == 64 else 16

@@ -24,6 +24,7 @@ from tunehub.compiler.loop import (
 )
 from tunehub.compiler.render.cstyle import CStyleRenderer
 from tunehub.compiler.render.helpers import compute
+from tunehub.targets.cpu.loop import OFFSET_WORD, TILE_ROWS, Dot, DotLoad, Tile
 
 # A kernel without vectorized loops stays scalar: gcc -O3 would otherwise vectorize the naive
 # baseline on its own. gcc 12 has no per-loop switch, and this one also disables `omp simd`,
@@ -105,6 +106,31 @@ _HALF = {
         "  u += 0x7fffu + ((u >> 16) & 1u);\n  return (uint16_t)(u >> 16);",
     },
 }
+
+
+# A dot instruction's intrinsic by instruction and register bits, and the register type.
+_DOTS = {
+    ("vdpbf16ps", 512): ("_mm512_dpbf16_ps", "__m512", "__m512bh"),
+    ("vpdpbusd", 512): ("_mm512_dpbusd_epi32", "__m512i", "__m512i"),
+    ("vpdpbusd", 256): ("_mm256_dpbusd_avx_epi32", "__m256i", "__m256i"),
+}
+_REGISTERS = {
+    512: ("__m512i", "_mm512_loadu_si512", "_mm512_set1_epi32"),
+    256: ("__m256i", "_mm256_loadu_si256", "_mm256_set1_epi32"),
+}
+# Every tile 16 rows of 64 bytes (palette 1), loaded into this thread's tile configuration.
+_TILE_CONFIG = f"""static inline void tile_config(void) {{
+  struct {{ uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }}
+    __attribute__((aligned(64))) cfg = {{0}};
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {{ cfg.colsb[t] = 64; cfg.rows[t] = {TILE_ROWS}; }}
+  _tile_loadconfig(&cfg);
+}}"""
+# A 32-bit word read from any buffer (a memcpy: no aliasing rule broken; one load).
+_WORD = (
+    "static inline int32_t word32(const void* p) {\n  int32_t w;\n"
+    "  __builtin_memcpy(&w, p, 4);\n  return w;\n}"
+)
 
 
 class CRenderer(CStyleRenderer):
@@ -214,6 +240,42 @@ class CRenderer(CStyleRenderer):
         if kind == "vstore":
             return f"{loop}p[l] = {self.half('store', dtype, True)}(v[l]);"
         return f"{loop}r[l] = {self.half('round', dtype, True)}(x[l]);"
+
+    def _stmt_DotLoad(self, stmt: DotLoad, depth: int) -> list[str]:
+        self.need("immintrin", _INTRINSICS)
+        register, load, _ = _REGISTERS[stmt.bits]
+        at = f"&{self._element(stmt.buffer, (stmt.offset,))}"
+        return [f"{self.indent * depth}{register} {stmt.name} = {load}((const void*)({at}));"]
+
+    def _stmt_Dot(self, stmt: Dot, depth: int) -> list[str]:
+        """The accumulator (a GCC vector) cast to the intrinsic's register type and back:
+        both are vectors of the same size, so the casts are free."""
+        self.need("immintrin", _INTRINSICS)
+        intrinsic, acc_type, operand_type = _DOTS[(stmt.instruction, stmt.bits)]
+        broadcast = _REGISTERS[stmt.bits][2]
+        if stmt.buffer:
+            word = f"{self.need('word32', _WORD)}(&{self._element(stmt.buffer, stmt.indices)})"
+        else:
+            word = f"(int32_t){OFFSET_WORD}u"
+        vt = self.ctype(self.locals[stmt.acc][0])
+        a, b = f"({operand_type}){broadcast}({word})", f"({operand_type}){stmt.operand}"
+        call = f"{intrinsic}(({acc_type}){stmt.acc}, {a}, {b})"
+        return [f"{self.indent * depth}{stmt.acc} = ({vt}){call};"]
+
+    def _stmt_Tile(self, stmt: Tile, depth: int) -> list[str]:
+        self.need("immintrin", _INTRINSICS)
+        pad = self.indent * depth
+        if stmt.op == "config":
+            return [f"{pad}{self.need('tile_config', _TILE_CONFIG)}();"]
+        if stmt.op == "zero":
+            return [f"{pad}_tile_zero({stmt.tile});"]
+        if stmt.op == "dot":
+            return [f"{pad}_tile_{stmt.instruction[1:]}({stmt.tile}, {stmt.a}, {stmt.b});"]
+        at = f"&{self._element(stmt.buffer, stmt.indices)}"
+        stride = self.expr(stmt.stride)
+        if stmt.op == "load":
+            return [f"{pad}_tile_loadd({stmt.tile}, {at}, {stride});"]
+        return [f"{pad}_tile_stored({stmt.tile}, {at}, {stride});"]
 
     def thread_index(self) -> str:
         return "omp_get_thread_num()"

@@ -8,7 +8,9 @@ ml_dtypes.bfloat16 arrays have exactly that layout), a non-zero return on failur
 from __future__ import annotations
 
 import ctypes
+import platform
 from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,26 @@ import numpy as np
 
 from tunehub.runtime.arguments import Arguments, numpy_dtype
 from tunehub.runtime.backend import RuntimeBackend
+
+# Linux's arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): the process asks for AMX's tile
+# data state, without which its first tile instruction is killed (SIGILL).
+_SYS_ARCH_PRCTL = 158  # x86-64
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+
+
+@cache
+def allow_tiles() -> bool:
+    """Ask Linux for the AMX tile state for this process (all its threads), once, before a
+    kernel that may use tiles is loaded; whether it was granted (False where the CPU or the
+    kernel has none: such a host never runs an AMX kernel, `worker.device.can_run`)."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 class CompiledKernel:
@@ -28,6 +50,7 @@ class CompiledKernel:
         self.arguments = Arguments(metadata)
         self.inputs, self.outputs = self.arguments.inputs, self.arguments.outputs
         self.symbols = self.arguments.symbols
+        allow_tiles()
         self._lib = ctypes.CDLL(str(library))
         self._fn = getattr(self._lib, self.entry)
         self._fn.restype = ctypes.c_int

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.isa_log import note_isa
 from tunehub.compiler import dtypes
 from tunehub.compiler.inputs import output_buffers, random_inputs
 from tunehub.compiler.ir import Program
@@ -25,14 +26,14 @@ from tunehub.compiler.reference import evaluate
 from tunehub.compiler.space.space import Config
 from tunehub.compiler.verify import compare
 from tunehub.schemas.target import Target
-from tunehub.targets.cpu.build import BASE_FLAGS, ISA_FLAGS
+from tunehub.targets.cpu.build import BASE_FLAGS, isa_flags
 from tunehub.targets.cpu.isa import VECTOR_BYTES
 from tunehub.worker.device import can_run, cpu_isa
 
 # Kernels that tests run are lowered for this machine's ISA (or a lower one, with
 # TUNEHUB_CPU_ISA); kernels for other ISAs are only compiled, each with its own flags.
 HOST = Target(kind="cpu", isa=cpu_isa())
-HOST_FLOAT_LANES = VECTOR_BYTES[HOST.isa] // 4
+HOST_FLOAT_LANES = VECTOR_BYTES[HOST.base] // 4
 _DIR = Path(tempfile.mkdtemp(prefix="tunehub-cbuild-"))
 _LIBS: dict[str, ctypes.CDLL] = {}
 
@@ -41,7 +42,7 @@ def flags(isa: str) -> list[str]:
     """The worker's own flags for `isa`, warnings as errors. Not -march=native: on one
     development VM gcc read AVX512-FP16 as present (absent from /proc/cpuinfo), and float16
     kernels built with it returned wrong values (inf * 0.5 gave 32768)."""
-    return [*BASE_FLAGS, *ISA_FLAGS[isa], "-Wall", "-Werror"]
+    return [*BASE_FLAGS, *isa_flags(Target(kind="cpu", isa=isa)), "-Wall", "-Werror"]
 
 
 def compile_for(kernel: Kernel, isa: str) -> Path:
@@ -56,6 +57,7 @@ def compile_for(kernel: Kernel, isa: str) -> Path:
         )
         if result.returncode != 0:
             raise AssertionError(f"gcc failed for {isa}:\n{result.stderr}\n{kernel.source}")
+    note_isa("compiled", isa)
     return lib
 
 
@@ -66,6 +68,7 @@ def build(kernel: Kernel, isa: str | None = None) -> ctypes.CDLL:
     lib = compile_for(kernel, isa)
     if str(lib) not in _LIBS:
         _LIBS[str(lib)] = ctypes.CDLL(str(lib))
+    note_isa("ran", isa)
     return _LIBS[str(lib)]
 
 

@@ -58,6 +58,17 @@ def test_a_slow_compile_is_killed_at_the_timeout() -> None:
     [
         (AVX512, ["__AVX512F__", "__AVX512BW__", "__AVX512VL__", "__AVX512DQ__", "__FMA__"], []),
         (AVX2, ["__AVX2__", "__FMA__"], ["__AVX512F__"]),
+        (
+            Target(kind="cpu", isa="x86_64-avx512+avx512_vnni+avx512_bf16"),
+            ["__AVX512F__", "__AVX512VNNI__", "__AVX512BF16__"],
+            ["__AMX_TILE__", "__AVX512FP16__"],
+        ),
+        (Target(kind="cpu", isa="x86_64-avx2+avx_vnni"), ["__AVXVNNI__"], ["__AVX512F__"]),
+        (
+            Target(kind="cpu", isa="x86_64-avx512+amx_tile+amx_bf16+amx_int8"),
+            ["__AMX_TILE__", "__AMX_BF16__", "__AMX_INT8__"],
+            ["__AVX512BF16__"],
+        ),
     ],
 )
 def test_isa_flags_follow_the_target(

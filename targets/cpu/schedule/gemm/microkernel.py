@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tunehub.compiler import dtypes
 from tunehub.compiler.ir import Cast, Const, Expr, Load, Var
@@ -65,6 +66,9 @@ class RegisterTile:
     term: str | None
     unroll: int
     prefetch: int
+    # Whether the sums are vector locals (`accumulators`), which a whole tile may store
+    # directly; an AMX tile's are tile registers, always spilled.
+    in_registers: ClassVar[bool] = True
 
     @property
     def nr(self) -> int:
@@ -137,8 +141,12 @@ class RegisterTile:
                     Var(accs[r][v], vdt), Var(a, vdt), Var(b_names[v], vdt), self.term
                 )
                 body.append(Assign(accs[r][v], total))
+        return self.steps(kk, depth, body)
+
+    def steps(self, kk: str, count: Expr, body: list[Stmt]) -> Stmt:
+        """The k loop: `count` steps of `body`, unrolled by `unroll`."""
         kind = "unroll" if self.unroll > 1 else "serial"
-        return For(kk, depth, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
+        return For(kk, count, seq(body), kind, factor=self.unroll if self.unroll > 1 else 0)
 
     def spill(self, accs: list[list[str]], buffer: str) -> list[Stmt]:
         """The accumulators stored row by row into `buffer`, `nr` values a row."""

@@ -29,6 +29,7 @@ from tunehub.compiler.loop import (
 from tunehub.compiler.schedule.plan import Plan
 from tunehub.compiler.schedule.stage import Context, Loop, nest
 from tunehub.compiler.space.space import Config
+from tunehub.targets.cpu.schedule.gemm.engines import DotTile, Engine, TileKernel
 from tunehub.targets.cpu.schedule.gemm.microkernel import (
     ColumnsInPlace,
     Partial,
@@ -57,10 +58,17 @@ class _Workspaces:
 
 
 class Template:
-    """Lowers one contraction stage under one config (see `contraction` for the knobs)."""
+    """Lowers one contraction stage under one config (see `contraction` for the knobs), its
+    register tile of fmas or, with an `engine`, of dot instructions (`engines`)."""
 
     def __init__(
-        self, stage: Stage, found: Plan, config: Config, ctx: Context, rows: tuple[Expr, ...]
+        self,
+        stage: Stage,
+        found: Plan,
+        config: Config,
+        ctx: Context,
+        rows: tuple[Expr, ...],
+        engine: Engine | None = None,
     ) -> None:
         lanes = lanes_of(ctx.target, found.acc)
         self.relaid = (
@@ -71,7 +79,17 @@ class Template:
         t = self.tiling = tiling(stage, found, self.relaid.found, config, lanes, rows)
         self.stage, self.ctx = stage, ctx
         self.packer = Packer(ctx, t.k, t.kc, t.acc, t.lanes)
-        self.kernel = RegisterTile(ctx, t.mr, t.nv, t.lanes, t.acc, t.term, t.unroll, t.prefetch)
+        tile = (ctx, t.mr, t.nv, t.lanes, t.acc, t.term, t.unroll, t.prefetch)
+        self.engine = engine
+        self.kernel: RegisterTile = RegisterTile(*tile)
+        if engine is not None and engine.tiles:
+            self.kernel = TileKernel(*tile, engine=engine)
+        elif engine is not None:
+            sums = ctx.scratch("colsums", t.acc, (t.nc,), per_thread=True) if engine.offset else ""
+            self.kernel = DotTile(*tile, engine=engine, sums=sums)
+        # What each side's panels hold: its values, or an engine's narrow ones.
+        self.row_side = t.row_side if engine is None else engine.row_value(t.row_side)
+        self.col_side = t.col_side if engine is None else engine.col_value(t.col_side)
         self.stores = TileStores(
             ctx, stage, self.relaid.out_buffer, self.relaid.out_axes, t.row, t.col, t.acc, lanes
         )
@@ -119,8 +137,10 @@ class Template:
         packs = []
         if w.cols is not None:
             pack = self.packer.pack(
-                w.cols, t.col_side, t.col, col0, count[1], index, k0, var(depth)
+                w.cols, self.col_side, t.col, col0, count[1], index, k0, var(depth)
             )
+            if isinstance(self.kernel, DotTile) and self.kernel.sums:
+                pack = seq(pack, self.kernel.column_sums(w.cols, count[1], var(depth)))
             if t.reuse_cols:
                 packed = ctx.scratch("packed", INDEX, (1,), per_thread=True, zeroed=True)
                 at = (const(0),)
@@ -129,7 +149,9 @@ class Template:
             packs.append(pack)
         if w.rows is not None:
             packs.append(
-                self.packer.pack(w.rows, t.row_side, t.row, row0, count[0], index, k0, var(depth))
+                self.packer.pack(
+                    w.rows, self.row_side, t.row, row0, count[0], index, k0, var(depth)
+                )
             )
         k_block = seq(
             Decl(depth, INDEX, init=minimum(t.k_stride, sub(t.k.extent, k0))),
@@ -146,16 +168,20 @@ class Template:
 
     def _workspaces(self) -> _Workspaces:
         """A block's workspaces, allocated per thread."""
-        ctx, t = self.ctx, self.tiling
+        ctx, t, engine = self.ctx, self.tiling, self.engine
         ext = self._panel_depth()
         cols: Panels | None = None
         rows: Panels | None = None
+        group = 1 if engine is None else engine.group
         if t.pack_cols:
-            buffer = ctx.scratch("packcols", t.acc, (t.nc, *ext), per_thread=True)
-            cols = Panels(buffer, t.nr, t.k_stride)
+            dtype = t.acc if engine is None else engine.cols
+            buffer = ctx.scratch("packcols", dtype, (t.nc, *ext), per_thread=True)
+            cols = Panels(buffer, t.nr, t.k_stride, group=group)
         if t.pack_rows != "none":
-            buffer = ctx.scratch("packrows", t.acc, (t.mc, *ext), per_thread=True)
-            rows = Panels(buffer, t.mr, t.k_stride, k_fastest=t.pack_rows == "rows")
+            dtype = t.acc if engine is None else engine.rows
+            buffer = ctx.scratch("packrows", dtype, (t.mc, *ext), per_thread=True)
+            k_fastest = t.pack_rows == "rows"
+            rows = Panels(buffer, t.mr, t.k_stride, k_fastest, 1 if k_fastest else group)
         spill = ctx.scratch("tile", t.acc, (t.mr * t.nr,), per_thread=True)
         partial = ctx.scratch("partial", t.acc, (t.mc * t.nc,), per_thread=True) if t.kc else None
         return _Workspaces(cols, rows, spill, partial)
@@ -196,7 +222,9 @@ class Template:
             w.spill, kernel.nr, index, row_base, col_base, rows_left, cols_left
         )
         finish = seq(*kernel.spill(accs, w.spill), clipped)
-        vector_store = self.stores.direct(index, row_base, col_base, accs)
+        vector_store = (
+            self.stores.direct(index, row_base, col_base, accs) if kernel.in_registers else None
+        )
         if vector_store is not None:
             whole = Binary("and", _eq(rows_left, const(t.mr)), _eq(cols_left, const(t.nr)), "bool")
             finish = If(whole, vector_store, finish)
