@@ -91,7 +91,7 @@ def evaluate(
     with np.errstate(all="ignore"):
         for compute in program.computes:
             extents = _extents(program, compute, syms)
-            plan = _plan_contraction(compute, extents, exact) if fast_contractions else None
+            plan = plan_contraction(compute, extents, exact) if fast_contractions else None
             if plan is None:
                 value = _evaluate_compute(program, compute, env, syms, max_elements)
             else:
@@ -441,7 +441,7 @@ def _int_call(fn: str, args: list[np.ndarray]) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Contraction:
+class Contraction:
     """A float sum of products regrouped as one batched matrix product,
 
         out[batch, rows, cols] = sum over k of lhs[batch, rows, k] * rhs[batch, k, cols]
@@ -460,9 +460,9 @@ class _Contraction:
     reduce: tuple[str, ...]
 
 
-def _plan_contraction(
+def plan_contraction(
     compute: Compute, extents: dict[str, int], exact: bool = True
-) -> _Contraction | None:
+) -> Contraction | None:
     """The cheapest split of a sum of products whose terms are float32/float64 (with `exact`
     off, 16-bit ones too) into two sides, or None when `compute` is no such sum (then the
     elementwise path evaluates it)."""
@@ -477,14 +477,14 @@ def _plan_contraction(
         return None
     reduce = tuple(r.name for r in compute.reduce_axes)
     used = [{e.name for e in walk(p) if isinstance(e, Var)} for p in parts]
-    best: tuple[int, _Contraction] | None = None
+    best: tuple[int, Contraction] | None = None
     for size in range(1, len(parts)):
         for left in itertools.combinations(range(1, len(parts)), size - 1):
             lhs = (0, *left)  # the side holding the first factor is `lhs`: each split once
             rhs = [n for n in range(len(parts)) if n not in lhs]
             lhs_axes = set().union(*(used[n] for n in lhs))
             rhs_axes = set().union(*(used[n] for n in rhs))
-            plan = _Contraction(
+            plan = Contraction(
                 lhs=tuple(parts[n] for n in lhs),
                 rhs=tuple(parts[n] for n in rhs),
                 batch=tuple(a for a in compute.axes if a in lhs_axes and a in rhs_axes),
@@ -519,7 +519,7 @@ def _size(axes: tuple[str, ...], extents: Mapping[str, int]) -> int:
 
 
 def _contract(
-    plan: _Contraction,
+    plan: Contraction,
     compute: Compute,
     env: dict[str, np.ndarray],
     symbols: dict[str, int],
@@ -557,7 +557,7 @@ def _contract(
 
 
 def _contraction_block(
-    plan: _Contraction, extents: dict[str, int], max_elements: int
+    plan: Contraction, extents: dict[str, int], max_elements: int
 ) -> dict[str, int]:
     """The block size of each axis, so that neither side nor the product of a block exceeds
     `max_elements`. Reduce axes are split first, then batch axes (neither repeats work),

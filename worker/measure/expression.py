@@ -31,7 +31,7 @@ from tunehub.compiler.ir import (
     Var,
     walk,
 )
-from tunehub.compiler.reference import _Contraction, _plan_contraction
+from tunehub.compiler.reference import Contraction, plan_contraction
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def render(program: Program, symbols: dict[str, int], dialect: Dialect = NUMPY) 
         reduce = [program.extent(r.extent, symbols) for r in compute.reduce_axes]
         extents = dict(zip(compute.axes, shape, strict=True))
         extents.update(zip((r.name for r in compute.reduce_axes), reduce, strict=True))
-        plan = _plan_contraction(compute, extents, exact=False)
+        plan = plan_contraction(compute, extents, exact=False)
         writer = _Writer(dialect, symbols, extents, shapes)
         value = writer.compute(compute) if plan is None else writer.contraction(plan, compute)
         lines += [*writer.prelude, f"{compute.name} = {value}"]
@@ -198,7 +198,7 @@ class _Writer:
             body = self.dialect.cast(body, compute.dtype)
         return self._with_grid(body)
 
-    def contraction(self, plan: _Contraction, compute: Compute) -> str:
+    def contraction(self, plan: Contraction, compute: Compute) -> str:
         acc = dtypes.compute_dtype(compute.dtype)
         lhs = self.side(plan.lhs, plan.batch + plan.rows + plan.reduce, acc)
         rhs = self.side(plan.rhs, plan.batch + plan.reduce + plan.cols, acc)
