@@ -39,6 +39,7 @@ from tunehub.server.api.verifier import TokenVerifier
 from tunehub.server.best_cache import BestLookup
 from tunehub.server.db.session import make_engine, migrate, session_factory
 from tunehub.server.generations import GenerationReader
+from tunehub.server.health import WriteProbe
 from tunehub.server.settings import Settings, get_settings
 
 # Redis answers in microseconds; a request waiting longer than this for it gets a 503.
@@ -68,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 socket_timeout=REDIS_TIMEOUT_S,
             )
         )
+    write_probe = WriteProbe(engine)
     services = Services(
         settings=settings,
         engine=engine,
@@ -75,7 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redis=redis,
         best=BestLookup(sessions, settings.best_cache_ttl_s, generations),
         tokens=TokenVerifier(sessions),
-        metrics=Metrics(sessions),
+        metrics=Metrics(sessions, write_probe),
+        write_probe=write_probe,
     )
 
     @asynccontextmanager

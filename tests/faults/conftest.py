@@ -18,6 +18,9 @@ import pytest
 from redis import Redis
 from redis.exceptions import RedisError
 
+# The in-process app on a migrated database (SQLite and PostgreSQL) with a private Redis: the
+# API tests' fixtures, for the faults that need no daemon.
+from tests.api.conftest import client, make_client, redis_url, settings  # noqa: F401
 from tests.service.redis_server import free_port, redis_server_binary
 from tests.signatures import row_matmul
 from tunehub.server.tuner.service import living_tuners
@@ -63,18 +66,18 @@ class Redises:
             ],
             stdin=subprocess.DEVNULL,
         )
-        client = Redis.from_url(self.url, socket_connect_timeout=1)
+        probe = Redis.from_url(self.url, socket_connect_timeout=1)
 
         def ours() -> bool:
             try:
-                return int(client.info("server")["process_id"]) == self.proc.pid  # type: ignore[union-attr]
+                return int(probe.info("server")["process_id"]) == self.proc.pid  # type: ignore[union-attr]
             except RedisError:
                 return False
 
         try:
             wait_for(ours, "redis-server")
         finally:
-            client.close()
+            probe.close()
 
     def kill(self) -> None:
         assert self.proc is not None
