@@ -98,6 +98,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Kernel autotuning service: submit tunings, fetch the best kernels.",
         version="1",
         lifespan=lifespan,
+        # Served by `openapi.install`, under the token rule.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     errors.install(app)

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # The API: `open` (no tokens) is the embedded default and is refused unless the server is
     # bound to a loopback address; `token` requires `Authorization: Bearer <token>`.
     auth: Literal["open", "token"] = "open"
+    # With tokens, the API's document (`/openapi.json`) and its pages (`/docs`) need a read
+    # token like `/v1` unless this lists them as public.
+    public_docs: bool = False
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     # Best-kernel lookups are served from memory this long (0: never cached). With Redis, a

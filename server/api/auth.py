@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tunehub.schemas.api import Scope
 from tunehub.server.api.deps import Services, ServicesDep
+from tunehub.server.settings import Settings
 
 # Longer "secrets" are not ours; refused before they are hashed or cached.
 MAX_SECRET_CHARS = 256
@@ -27,13 +28,18 @@ MAX_SECRET_CHARS = 256
 _bearer = HTTPBearer(auto_error=False, description="An API token: `tunehub token create`.")
 
 
-def require(needed: Scope) -> Callable[..., Awaitable[None]]:
-    """A dependency that lets a request through only with a scope that includes `needed`."""
+def require(
+    needed: Scope, *, public: Callable[[Settings], bool] | None = None
+) -> Callable[..., Awaitable[None]]:
+    """A dependency that lets a request through only with a scope that includes `needed`
+    (or with none, when `public` says the settings make the route public)."""
 
     async def authorize_bearer(
         services: ServicesDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
+        if public is not None and public(services.settings):
+            return
         secret = None if credentials is None else credentials.credentials
         await authorize(services, secret, needed)
 
