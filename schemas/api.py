@@ -222,6 +222,11 @@ class TuningView(_View):
     )
     best: RecordView | None
     error: str | None
+    stalled: str | None = Field(
+        default=None,
+        description="why its tuner cannot advance it now (the database refuses writes: "
+        "its disk full, read-only, unreachable); None once it advances",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -235,7 +240,8 @@ class Submission(TuningView):
     - `joined`: the same workload, target and symbols were already queued or running, and that
       tuning is returned (202);
     - `cached`: the database already holds at least `trials` measurements of them, so no new
-      trial runs; the tuning is recorded as done at once (200).
+      trial runs; the answer is the newest done tuning of them, or one recorded as done at
+      once when there is none (200).
     """
 
     outcome: Literal["created", "joined", "cached"]

@@ -41,6 +41,7 @@ from tunehub.server.db.session import make_engine, migrate, session_factory
 from tunehub.server.generations import GenerationReader
 from tunehub.server.health import WriteProbe
 from tunehub.server.settings import Settings, get_settings
+from tunehub.server.stalls import Stalls
 
 # Redis answers in microseconds; a request waiting longer than this for it gets a 503.
 REDIS_TIMEOUT_S = 5.0
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
         )
     write_probe = WriteProbe(engine)
+    stalls = None if redis is None else Stalls(redis)
     services = Services(
         settings=settings,
         engine=engine,
@@ -77,8 +79,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redis=redis,
         best=BestLookup(sessions, settings.best_cache_ttl_s, generations),
         tokens=TokenVerifier(sessions),
-        metrics=Metrics(sessions, write_probe),
+        metrics=Metrics(sessions, write_probe, stalls),
         write_probe=write_probe,
+        stalls=stalls,
     )
 
     @asynccontextmanager

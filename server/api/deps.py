@@ -27,6 +27,7 @@ from tunehub.server.db.session import session_scope
 from tunehub.server.errors import InvalidRequest, NotFound
 from tunehub.server.health import WriteProbe
 from tunehub.server.settings import Settings
+from tunehub.server.stalls import Stalls
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Services:
     tokens: TokenVerifier
     metrics: Metrics
     write_probe: WriteProbe
+    stalls: Stalls | None  # None without Redis
 
 
 def get_services(request: Request) -> Services:

@@ -121,6 +121,26 @@ def find_resumable_tuning(
     return s.scalars(query).first()
 
 
+def find_done_tuning(
+    s: Session, *, workload_key: str, target: str | Target, symbols: Mapping[str, Any]
+) -> Tuning | None:
+    """The newest done tuning of this task outside any group: a submission the records
+    already answer returns it rather than recording another tuning that measured nothing."""
+    query = (
+        select(Tuning)
+        .where(
+            Tuning.workload_key == workload_key,
+            Tuning.target == str(target),
+            Tuning.symbols_key == canonical_json(dict(symbols)),
+            Tuning.status == TuningStatus.DONE,
+            Tuning.group_id.is_(None),
+        )
+        .order_by(Tuning.id.desc())
+        .limit(1)
+    )
+    return s.scalars(query).first()
+
+
 def update_tuning(
     s: Session,
     tuning_id: int,
