@@ -5,17 +5,19 @@ mount one)."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import make_url
 
 from tests.api.conftest import MakeClient
+from tests.faults.conftest import Service, fill, submit, wait_for
 from tests.faults.tcp_proxy import Proxy
+from tests.faults.test_tuner_killed import finished
+from tunehub.server.db.session import migrate
 
-DISK_BYTES = 4 * 1024 * 1024
+TRIALS = 16
 
 
 @pytest.mark.postgres
@@ -41,38 +43,6 @@ def test_a_503_names_the_fault_class_not_the_driver_text(
         assert leak not in response.text + ready.text
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of DISK_BYTES mounted in `tmp_path` (skipped where mounting is not allowed)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(disk)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or 'not allowed'}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until `disk` has no space left; the file."""
-    filler = disk / "filler"
-    with filler.open("wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
-    return filler
-
-
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_readyz_and_the_metrics_tell_a_full_disk(make_client: MakeClient, small_disk: Path) -> None:
     client = make_client(database_url=f"sqlite:///{small_disk / 'tunehub.db'}")
@@ -91,3 +61,34 @@ def test_readyz_and_the_metrics_tell_a_full_disk(make_client: MakeClient, small_
     assert "tunehub_database_writable 0.0" in metrics
     assert freed.status_code == 200, freed.text
     assert "tunehub_database_writable 1.0" in client.get("/metrics").text
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_full_disk_marks_the_tuning_stalled_until_it_advances(
+    service: Service, small_disk: Path
+) -> None:
+    database_url = f"sqlite:///{small_disk / 'tunehub.db'}"
+    migrate(database_url)
+    service.env["TUNEHUB_DATABASE_URL"] = database_url
+    service.api()
+    service.tuner("tuner-1")
+    service.worker("w1")
+    service.wait_api()
+    service.wait_registered("tuner-1", "w1")
+    tuning_id = submit(service.api_url, TRIALS)["id"]
+    url = f"{service.api_url}/v1/tunings/{tuning_id}"
+    wait_for(lambda: httpx.get(url, timeout=10).json()["trials_done"], "the first batch")
+
+    filler = fill(small_disk)
+    stalled = wait_for(lambda: httpx.get(url, timeout=10).json()["stalled"], "the stall mark")
+    ready = httpx.get(f"{service.api_url}/readyz", timeout=10)
+    metrics = httpx.get(f"{service.api_url}/metrics", timeout=10).text
+    page = httpx.get(f"{service.api_url}/ui/tunings/{tuning_id}", timeout=10).text
+    filler.unlink()
+
+    assert stalled == "the database's disk is full; retrying"
+    assert ready.status_code == 503 and "disk is full" in ready.json()["database"]
+    assert "tunehub_tunings_stalled 1.0" in metrics
+    assert "Stalled: the database&#39;s disk is full" in page
+    view = finished(service, tuning_id)
+    assert (view["status"], view["trials_done"], view["stalled"]) == ("done", TRIALS, None)
