@@ -35,6 +35,7 @@ from tunehub.server.api.routes import (
     workers,
     workloads,
 )
+from tunehub.server.api.status_path import StatusFastPath
 from tunehub.server.api.verifier import TokenVerifier
 from tunehub.server.best_cache import BestLookup
 from tunehub.server.db.session import make_engine, migrate, session_factory
@@ -117,6 +118,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     best_route = next(r for r in workloads.router.routes if getattr(r, "name", "") == "best")
     app.add_middleware(BestFastPath, services=services, route=best_route)
+    app.add_middleware(
+        StatusFastPath,
+        services=services,
+        ttl_s=settings.status_cache_ttl_s,
+        generations=generations,
+    )
     if settings.auth == "open":
         app.add_middleware(LocalOnly)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)

@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     # stored batch invalidates them at once (`server.generations`); without, a client may see
     # an older best for that long after a better kernel is stored.
     best_cache_ttl_s: float = Field(default=2.0, ge=0)
+    # The tunings' and groups' views and the dashboard's pages are served from the answer the
+    # route gave last for this long at most (0: never kept); a batch stored, or a write to
+    # this API process, drops them at once (`server.api.status_path`).
+    status_cache_ttl_s: float = Field(default=0.5, ge=0)
 
     @property
     def local_database_url(self) -> str:
