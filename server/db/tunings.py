@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, func, select, update
 from sqlalchemy.orm import Session
 
 from tunehub.schemas.record import TuningStatus
@@ -74,6 +74,17 @@ def list_tunings(
     return list(s.scalars(query))
 
 
+def _same_task(
+    workload_key: str, target: str | Target, symbols: Mapping[str, Any]
+) -> tuple[ColumnElement[bool], ...]:
+    """The conditions on tunings of exactly this workload, target and symbol values."""
+    return (
+        Tuning.workload_key == workload_key,
+        Tuning.target == str(target),
+        Tuning.symbols_key == canonical_json(dict(symbols)),
+    )
+
+
 def find_active_tuning(
     s: Session, *, workload_key: str, target: str | Target, symbols: Mapping[str, Any]
 ) -> Tuning | None:
@@ -82,9 +93,7 @@ def find_active_tuning(
     query = (
         select(Tuning)
         .where(
-            Tuning.workload_key == workload_key,
-            Tuning.target == str(target),
-            Tuning.symbols_key == canonical_json(dict(symbols)),
+            *_same_task(workload_key, target, symbols),
             Tuning.status.in_(ACTIVE_TUNING_STATUSES),
         )
         .order_by(Tuning.id)
@@ -107,9 +116,7 @@ def find_resumable_tuning(
     query = (
         select(Tuning)
         .where(
-            Tuning.workload_key == workload_key,
-            Tuning.target == str(target),
-            Tuning.symbols_key == canonical_json(dict(symbols)),
+            *_same_task(workload_key, target, symbols),
             Tuning.status.in_((TuningStatus.FAILED, TuningStatus.CANCELLED)),
             Tuning.group_id.is_(None),
             Tuning.trials_requested == trials,
@@ -129,9 +136,7 @@ def find_done_tuning(
     query = (
         select(Tuning)
         .where(
-            Tuning.workload_key == workload_key,
-            Tuning.target == str(target),
-            Tuning.symbols_key == canonical_json(dict(symbols)),
+            *_same_task(workload_key, target, symbols),
             Tuning.status == TuningStatus.DONE,
             Tuning.group_id.is_(None),
         )

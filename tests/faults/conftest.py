@@ -169,6 +169,14 @@ class Service:
 
             wait_for(registered, f"{', '.join(names)} to register")
 
+    def start_all(self) -> None:
+        """The API, a tuner (`tuner-1`) and a worker (`w1`), each ready."""
+        self.api()
+        self.tuner("tuner-1")
+        self.worker("w1")
+        self.wait_api()
+        self.wait_registered("tuner-1", "w1")
+
     def stop(self) -> None:
         for daemon in self.daemons:
             if daemon.alive():

@@ -47,11 +47,8 @@ def test_resubmitting_a_tuned_workload_adds_no_tuning(client: TestClient) -> Non
 def test_a_tunings_rq_results_leave_redis_once_stored(
     service: Service, sessions: sessionmaker[Session]
 ) -> None:
-    service.api()
-    service.tuner("tuner-1")
-    worker = service.worker("w1")
-    service.wait_api()
-    service.wait_registered("tuner-1", "w1")
+    service.start_all()
+    (worker,) = [daemon for daemon in service.daemons if daemon.name == "w1"]
     view = finished(service, submit(service.api_url, TRIALS)["id"])
     assert (view["status"], view["trials_done"]) == ("done", TRIALS)
     with Redis.from_url(service.redis.url) as redis:

@@ -118,11 +118,7 @@ async def _poll(url: str, until_done: bool) -> list[dict[str, Any]]:
 # The cache is the API's own: one database is enough.
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_fifty_pollers_follow_a_live_tuning_to_its_end(service: Service) -> None:
-    service.api()
-    service.tuner("tuner-1")
-    service.worker("w1")
-    service.wait_api()
-    service.wait_registered("tuner-1", "w1")
+    service.start_all()
     tuning_id = submit(service.api_url, TRIALS)["id"]
     views = asyncio.run(_poll(f"{service.api_url}/v1/tunings/{tuning_id}", until_done=True))
     assert views[-1]["trials_done"] == TRIALS

@@ -70,11 +70,7 @@ def test_a_full_disk_marks_the_tuning_stalled_until_it_advances(
     database_url = f"sqlite:///{small_disk / 'tunehub.db'}"
     migrate(database_url)
     service.env["TUNEHUB_DATABASE_URL"] = database_url
-    service.api()
-    service.tuner("tuner-1")
-    service.worker("w1")
-    service.wait_api()
-    service.wait_registered("tuner-1", "w1")
+    service.start_all()
     tuning_id = submit(service.api_url, TRIALS)["id"]
     url = f"{service.api_url}/v1/tunings/{tuning_id}"
     wait_for(lambda: httpx.get(url, timeout=10).json()["trials_done"], "the first batch")
