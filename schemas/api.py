@@ -19,7 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from tunehub.schemas.record import UNKNOWN_DEVICE, RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
-from tunehub.schemas.text import Label
+from tunehub.schemas.text import Label, LabelKey
 
 # Paging: `limit` defaults to DEFAULT_PAGE_SIZE and may not exceed MAX_PAGE_SIZE.
 DEFAULT_PAGE_SIZE = 50
@@ -78,7 +78,7 @@ def _target(value: Any) -> Any:
 TargetField = Annotated[Target, BeforeValidator(_target, json_schema_input_type=str | Target)]
 # Counts and symbol values are JSON integers, never strings or booleans coerced into them.
 StrictInt = Annotated[int, Strict()]
-Symbols = Annotated[dict[Label, StrictInt], Field(max_length=8)]
+Symbols = Annotated[dict[LabelKey, StrictInt], Field(max_length=8)]
 # A wall-clock budget beside the trials: the tuner stops at the first batch boundary after it
 # (at most a week: a longer one is a mistake, not a budget).
 MAX_TIME_LIMIT_S = 7 * 24 * 3600.0

@@ -18,7 +18,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstrai
 
 from tunehub.schemas.api import SHA256_PATTERN
 from tunehub.schemas.record import RecordStatus
-from tunehub.schemas.text import FreeText, JsonObject, Label
+from tunehub.schemas.text import FreeText, JsonObject, Label, LabelKey
 
 FORMAT = "tunehub-records"  # as `HeaderLine.format`
 # Bump on any change to the lines below; an importer refuses a version it does not know.
@@ -60,7 +60,7 @@ class RecordLine(_Line):
     device: Label = Field(max_length=255)
     driver: Label | None = Field(max_length=64)
     toolkit: Label | None = Field(max_length=64)
-    symbols: dict[Label, int]
+    symbols: dict[LabelKey, int]
     config: JsonObject
     features: list[float]
     feature_version: int

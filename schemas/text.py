@@ -14,12 +14,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 # C0 controls, DEL, C1 controls; and the format characters that reorder or hide text.
-_HIDDEN = "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
-_LABEL_REFUSED = re.compile(f"[\x00-\x1f\x7f-\x9f{_HIDDEN}]")
-_FREE_TEXT_REFUSED = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_HIDDEN}]")
+# Written as escapes, so that the JSON Schema's pattern (`_Documented`) shows them as such.
+_HIDDEN = r"\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_LABEL_REFUSED = re.compile(rf"[\x00-\x1f\x7f-\x9f{_HIDDEN}]")
+_FREE_TEXT_REFUSED = re.compile(rf"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_HIDDEN}]")
 
 
 def _refuse(pattern: re.Pattern[str], text: str, allowed: str) -> str:
@@ -56,6 +59,25 @@ def json_text(value: Any) -> Any:
     return value
 
 
-Label = Annotated[str, AfterValidator(label)]
-FreeText = Annotated[str, AfterValidator(free_text)]
+class _Documented:
+    """Gives a string's JSON Schema the pattern of what it may hold (unless the field has a
+    pattern of its own, stricter), so that the API's document allows only what is accepted."""
+
+    def __init__(self, refused: re.Pattern[str]) -> None:
+        # `[...]` negated: the same class, in an expression JavaScript reads alike.
+        self.pattern = f"^[^{refused.pattern[1:-1]}]*$"
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        found = handler(schema)
+        found.setdefault("pattern", self.pattern)
+        return found
+
+
+Label = Annotated[str, AfterValidator(label), _Documented(_LABEL_REFUSED)]
+# A label as a mapping's key: its schema stays `additionalProperties` (a key pattern would
+# make it `patternProperties`, which lets every other key hold anything).
+LabelKey = Annotated[str, AfterValidator(label)]
+FreeText = Annotated[str, AfterValidator(free_text), _Documented(_FREE_TEXT_REFUSED)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(json_text)]
