@@ -8,13 +8,17 @@ four thread hops per request, some 250 requests a second per API). So the answer
 with 200 is kept, as its status, headers and bytes, and served again to the same path and
 query string while it is current:
 
-- a batch stored anywhere drops every kept answer: the best generations' channel tells each
-  API process (`GenerationReader.on_bump`), as it tells the best-kernel cache; so does any
-  request of this process that may write (not a GET or HEAD);
-- an answer is at most `ttl_s` old (the `status_cache_ttl_s` setting): what no batch
-  announces (a tuning started, ended, cancelled on another API process, marked stalled), and
-  everything while the channel is down, is seen within it;
-- concurrent requests for an answer being read share that one trip through the route.
+- a batch stored anywhere makes every kept answer stale: the best generations' channel tells
+  each API process (`GenerationReader.on_bump`), as it tells the best-kernel cache;
+- an answer is stale `ttl_s` after it was read (the `status_cache_ttl_s` setting): what no
+  batch announces (a tuning started, ended, cancelled on another API process, marked
+  stalled), and everything while the channel is down, is seen within it;
+- the next request for a stale answer reads it again through the route, and the requests
+  that come meanwhile get the stale one (so a page that takes long to render does not hold
+  fifty pollers after every batch): an answer is at most one route call older than the
+  change that made it stale;
+- a request of this process that may write (not a GET or HEAD: a submission, a cancel, an
+  import) forgets every kept answer: the next ones wait for the route, and show the write.
 
 It serves only callers the route would let through (`auth.surely_readable`; the dashboard's
 cookie too); everyone else, and every miss, goes to the route, which decides as it always
@@ -71,12 +75,18 @@ class StatusFastPath:
         if generations is not None:
             generations.on_bump.append(self.drop)
         self._epoch = 0
+        self._forgotten = 0  # how many times `forget` ran
         self._answers: dict[_Key, _Answer] = {}
         self._reading: dict[_Key, asyncio.Future[_Answer | None]] = {}
 
     def drop(self) -> None:
-        """Forget every kept answer (and those being read: they may predate the change)."""
+        """Make every kept answer stale (and those being read: they may predate the change)."""
         self._epoch += 1
+
+    def forget(self) -> None:
+        """Drop every kept answer: none is served again, stale or not."""
+        self.drop()
+        self._forgotten += 1
         self._answers.clear()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -87,7 +97,7 @@ class StatusFastPath:
             try:
                 await self.app(scope, receive, send)
             finally:
-                self.drop()  # it may have written: a submission, a cancel, an import
+                self.forget()  # it may have written: a submission, a cancel, an import
             return
         path: str = scope["path"]
         if (
@@ -103,26 +113,29 @@ class StatusFastPath:
             self.generations.follow()
         cookies = b"".join(value for name, value in scope["headers"] if name == b"cookie")
         key = (path, scope["query_string"], COOKIE.encode() in cookies)
-        answer = self._current(key)
-        if answer is None and key in self._reading:
-            answer = await asyncio.shield(self._reading[key])
-        if answer is None:
-            await self._read(key, scope, receive, send)
-            return
+        answer = self._answers.get(key)
+        if answer is None or not self._current(answer):
+            reading = self._reading.get(key)
+            if reading is None:
+                await self._read(key, scope, receive, send)
+                return
+            # Being read again: the stale answer meanwhile, else the one being read.
+            answer = answer or await asyncio.shield(reading)
+            if answer is None:
+                await self.app(scope, receive, send)
+                return
         scope["route"] = answer.route
         await send({"type": "http.response.start", "status": 200, "headers": answer.headers})
         await send({"type": "http.response.body", "body": answer.body})
 
-    def _current(self, key: _Key) -> _Answer | None:
-        answer = self._answers.get(key)
-        if answer is None or answer.epoch != self._epoch or time.monotonic() >= answer.expires:
-            return None
-        return answer
+    def _current(self, answer: _Answer) -> bool:
+        return answer.epoch == self._epoch and time.monotonic() < answer.expires
 
     async def _read(self, key: _Key, scope: Scope, receive: Receive, send: Send) -> None:
         """Let the route answer, sending its answer on as it comes, and keep it if it is a
-        whole 200 without cookies, read entirely within one epoch."""
-        epoch = self._epoch
+        whole 200 without cookies and nothing was forgotten meanwhile (under the epoch it
+        began in: stale at once if a change came meanwhile, yet newer than the one before)."""
+        epoch, forgotten = self._epoch, self._forgotten
         future: asyncio.Future[_Answer | None] = asyncio.get_running_loop().create_future()
         self._reading[key] = future
         start: Message | None = None
@@ -139,7 +152,7 @@ class StatusFastPath:
         answer = None
         try:
             await self.app(scope, receive, keep)
-            if start is not None and self._keepable(start) and epoch == self._epoch:
+            if start is not None and self._keepable(start) and forgotten == self._forgotten:
                 answer = _Answer(
                     200,
                     list(start.get("headers", [])),
