@@ -17,6 +17,7 @@ from tests.api.conftest import MakeClient
 from tests.api.data import make_token, sessions, signature
 from tests.faults.conftest import Service, submit, wait_for
 from tunehub.schemas.api import Scope
+from tunehub.server.api.status_path import StatusFastPath
 from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import update_tuning
 from tunehub.server.generations import BestGenerations
@@ -125,3 +126,52 @@ def test_fifty_pollers_follow_a_live_tuning_to_its_end(service: Service) -> None
     assert {v["status"] for v in views} <= {"queued", "running", "done"}
     progress = [v["trials_done"] for v in views]
     assert min(progress) < TRIALS == max(progress)  # they saw it run, not only its end
+
+
+def test_requests_meanwhile_get_the_stale_answer_while_it_is_read_again(
+    client: TestClient,
+) -> None:
+    """A stand-in for the route that answers with how many times it was called, the second
+    time only when the test lets it."""
+    calls: list[str] = []
+    release = asyncio.Event()
+
+    async def route(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        if len(calls) == 2:
+            await release.wait()
+        body = str(len(calls)).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    services = client.app.state.services  # type: ignore[attr-defined]
+    fast = StatusFastPath(route, services, ttl_s=3600, generations=None)
+
+    async def get() -> bytes:
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "GET", "path": "/v1/tunings", "query_string": b""}
+        await fast({**scope, "headers": []}, _nothing, send)
+        body: bytes = sent[-1]["body"]
+        return body
+
+    async def polls() -> None:
+        assert (await get(), await get()) == (b"1", b"1")  # kept
+        fast.drop()  # a batch stored: stale
+        reading = asyncio.create_task(get())
+        while len(calls) < 2:
+            await asyncio.sleep(0)
+        assert await get() == b"1"  # meanwhile, the stale answer
+        release.set()
+        assert (await reading, await get()) == (b"2", b"2")
+        fast.forget()  # a write through this API: nothing stale is served
+        assert await get() == b"3"
+
+    asyncio.run(polls())
+
+
+async def _nothing() -> dict[str, Any]:
+    return {"type": "http.disconnect"}
