@@ -88,3 +88,31 @@ def test_a_full_disk_marks_the_tuning_stalled_until_it_advances(
     assert "Stalled: the database&#39;s disk is full" in page
     view = finished(service, tuning_id)
     assert (view["status"], view["trials_done"], view["stalled"]) == ("done", TRIALS, None)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_readyz_tells_a_read_only_database(make_client: MakeClient, database_url: str) -> None:
+    client = make_client()
+    services = client.app.state.services  # type: ignore[attr-defined]
+    services.write_probe.interval_s = 0.0
+    name = make_url(database_url).database
+
+    def read_only(on: bool) -> None:
+        setting = "on" if on else "off"
+        with services.engine.connect() as connection:
+            autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
+            autocommit.exec_driver_sql("SET default_transaction_read_only = off")
+            autocommit.exec_driver_sql(
+                f'ALTER DATABASE "{name}" SET default_transaction_read_only = {setting}'
+            )
+        services.engine.dispose()  # new connections take the database's setting
+
+    read_only(True)
+    try:
+        refused = client.get("/readyz")
+    finally:
+        read_only(False)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["database"] == "error: the database is read-only; it refuses writes"
+    assert client.get("/readyz").status_code == 200
