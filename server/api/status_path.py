@@ -17,8 +17,9 @@ query string while it is current:
   that come meanwhile get the stale one (so a page that takes long to render does not hold
   fifty pollers after every batch): an answer is at most one route call older than the
   change that made it stale;
-- a request of this process that may write (not a GET or HEAD: a submission, a cancel, an
-  import) forgets every kept answer: the next ones wait for the route, and show the write.
+- a request of this process that may write (not a GET or HEAD, nor the best-kernel lookup by
+  signature: a submission, a cancel, an import) forgets every kept answer: the next ones
+  wait for the route, and show the write.
 
 It serves only callers the route would let through (`auth.surely_readable`; the dashboard's
 cookie too); everyone else, and every miss, goes to the route, which decides as it always
@@ -45,6 +46,8 @@ KEPT_PREFIXES = ("/v1/tunings", "/v1/tuning-groups", "/ui")
 NOT_KEPT = ("/ui/static", "/ui/login", "/ui/logout")
 MAX_ANSWERS = 4096
 _READS = ("GET", "HEAD")
+# A POST that only reads: the best kernel of a signature (clients call it at load).
+_READING_POSTS = ("/v1/workloads/best",)
 
 # Path, raw query string, and whether the dashboard's cookie came (its pages show a logout).
 _Key = tuple[str, bytes, bool]
@@ -93,7 +96,7 @@ class StatusFastPath:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["method"] not in _READS:
+        if scope["method"] not in _READS and scope["path"] not in _READING_POSTS:
             try:
                 await self.app(scope, receive, send)
             finally:
