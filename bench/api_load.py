@@ -1,4 +1,5 @@
-"""Best-kernel lookups under load: requests per second and latency at 50 concurrent connections.
+"""The API under load: best-kernel lookups and status polling, requests per second and latency
+at 50 concurrent connections.
 
     python bench/api_load.py                          # starts its own stack (a temporary home)
     python bench/api_load.py --api-workers 2 --duration 20
@@ -8,7 +9,12 @@ Seeds one tuned workload (examples/matmul_128.json, a few trials through the rea
 worker), then loads each scenario in turn, in the same run: `GET /healthz` (the framework's
 floor: a constant, no database), the best kernel by workload key
 (`GET /v1/workloads/{key}/best`, the hot path: cached response bytes) and by signature
-(`POST /v1/workloads/best`: the signature is parsed and keyed every time).
+(`POST /v1/workloads/best`: the signature is parsed and keyed every time); then what every
+dashboard and `tunehub status --watch` polls, while a second tuning (examples/gelu.json, a
+large budget) runs live, storing batches as the load goes on: that tuning's view
+(`GET /v1/tunings/{id}`), the tunings' list (`GET /v1/tunings`), and the dashboard's list and
+tuning pages (`GET /ui`, `GET /ui/tunings/{id}`). Each row's `vs best` is its rate over the
+best-kernel lookup's.
 
 The load comes from `wrk -t2 -c50` (Debian's package `wrk`) when it is on PATH: a C load
 generator, so the rates are the server's, not the client's. Without it, `--clients` asyncio
@@ -46,6 +52,8 @@ from tunehub.schemas.record import TuningStatus  # noqa: E402
 from tunehub.server.standalone import Stack, StackConfig, session_members  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "matmul_128.json"
+LIVE_EXAMPLE = ROOT / "examples" / "gelu.json"
+BEST = "GET /v1/workloads/{key}/best"
 WARMUP_S = 2.0
 # wrk's summary, as JSON on its last line: latencies in microseconds.
 WRK_SCRIPT = """
@@ -203,31 +211,56 @@ def seed(url: str, trials: int) -> tuple[str, str, dict[str, Any]]:
     return tuning.workload_key, tuning.target, task
 
 
-def scenarios(key: str, target: str, task: dict[str, Any]) -> list[Scenario]:
+def start_live(url: str, trials: int) -> int:
+    """Submit the live tuning and wait for its first stored batch: its id."""
+    with Client(url) as client:
+        submitted = client.submit(json.loads(LIVE_EXAMPLE.read_text()), target="cpu", trials=trials)
+        deadline = time.monotonic() + 600
+        while (view := client.get(submitted.id)).trials_done == 0:
+            if view.status != TuningStatus.RUNNING and view.status != TuningStatus.QUEUED:
+                raise SystemExit(f"the live tuning {view.id} ended: {view.status} {view.error}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the live tuning {view.id} stored no batch in 600 s")
+            time.sleep(0.5)
+    return submitted.id
+
+
+def live_trials_done(url: str, tuning_id: int) -> tuple[str, int]:
+    with Client(url) as client:
+        view = client.get(tuning_id)
+    return str(view.status), view.trials_done
+
+
+def scenarios(key: str, target: str, task: dict[str, Any], live: int) -> list[Scenario]:
     return [
         Scenario("GET /healthz", "GET", "/healthz"),
-        Scenario(
-            "GET /v1/workloads/{key}/best", "GET", f"/v1/workloads/{key}/best?target={target}"
-        ),
+        Scenario(BEST, "GET", f"/v1/workloads/{key}/best?target={target}"),
         Scenario(
             "POST /v1/workloads/best",
             "POST",
             "/v1/workloads/best",
             {"task": task, "target": target},
         ),
+        Scenario("GET /v1/tunings/{id} (live)", "GET", f"/v1/tunings/{live}"),
+        Scenario("GET /v1/tunings", "GET", "/v1/tunings"),
+        Scenario("GET /ui", "GET", "/ui"),
+        Scenario("GET /ui/tunings/{id} (live)", "GET", f"/ui/tunings/{live}"),
     ]
 
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| scenario | requests | errors | req/s | p50 | p90 | p99 | max | server CPU/req |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| scenario | requests | errors | req/s | vs best | p50 | p90 | p99 | max "
+        "| server CPU/req |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    best = next((r.rate for r in results if r.scenario == BEST), None)
     for r in results:
         ms = [f"{r.percentiles_s[p] * 1e3:.1f} ms" for p in ("p50", "p90", "p99", "max")]
         server = "-" if r.server_cpu_s is None else f"{r.server_cpu_s / r.requests * 1e6:.0f} µs"
+        ratio = "-" if not best else f"{r.rate / best:.2f}x"
         lines.append(
-            f"| `{r.scenario}` | {r.requests} | {r.errors} | {r.rate:.0f} | "
+            f"| `{r.scenario}` | {r.requests} | {r.errors} | {r.rate:.0f} | {ratio} | "
             + " | ".join(ms)
             + f" | {server} |"
         )
@@ -253,6 +286,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="wrk's -t")
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per scenario")
     parser.add_argument("--trials", type=int, default=8, help="trials of the seeded tuning")
+    parser.add_argument(
+        "--live-trials", type=int, default=5000, help="budget of the tuning run during the load"
+    )
     parser.add_argument("--python", action="store_true", help="the Python load even with wrk")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
@@ -276,8 +312,10 @@ def main() -> None:
         cpu = ServerCpu(stack.api.pid if stack and stack.api else None)
         try:
             key, target, task = seed(url, args.trials)
+            live = start_live(url, args.live_trials)
+            live_before = live_trials_done(url, live)
             results = []
-            for scenario in scenarios(key, target, task):
+            for scenario in scenarios(key, target, task, live):
                 if use_wrk:
                     result = load_wrk(
                         url,
@@ -299,6 +337,7 @@ def main() -> None:
                     )
                 results.append(result)
                 print(f"{scenario.name}: {result.rate:.0f} req/s", file=sys.stderr)
+            live_after = live_trials_done(url, live)
         finally:
             if stack is not None:
                 stack.stop()
@@ -313,18 +352,22 @@ def main() -> None:
     command = "python bench/api_load.py " + " ".join(sys.argv[1:])
     report = "\n".join(
         [
-            f"# API load: best-kernel lookups ({datetime.date.today().isoformat()})",
+            f"# API load: best-kernel lookups and status polling "
+            f"({datetime.date.today().isoformat()})",
             "",
             f"- machine: {describe_machine()}",
             f"- commit: {git_commit()}",
             f"- Python {sys.version.split()[0]}",
             f"- server: {'given: ' + url if args.server else 'tunehub standalone stack'} "
             f"({workers}, SQLite, Redis, default settings: best lookups cached 2 s; "
-            "the tuner and a worker idle beside it)",
+            "status answers kept 0.5 s; the tuner and a worker beside it)",
             f"- load: {driver}, {args.duration:g} s per scenario after {WARMUP_S:g} s of warm-up, "
             "the scenarios one after the other in this run; loopback, on the same cores as "
             "the server",
             f"- seeded workload: {EXAMPLE.name}, {args.trials} trials, target {target}",
+            f"- live tuning: {LIVE_EXAMPLE.name}, tuning {live} of {args.live_trials} trials, "
+            f"{live_before[1]} done when the load began ({live_before[0]}), {live_after[1]} "
+            f"when it ended ({live_after[0]}): its tuner and worker share the cores too",
             "- machine load average (1 min) before and after: "
             f"{load_before[0]:.2f}, {os.getloadavg()[0]:.2f} (other processes share the cores)",
             "",

@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 from tunehub.schemas.record import UNKNOWN_DEVICE, RecordStatus, TuningStatus
 from tunehub.schemas.signature import TaskSignature
 from tunehub.schemas.target import Target
+from tunehub.schemas.text import Label, LabelKey
 
 # Paging: `limit` defaults to DEFAULT_PAGE_SIZE and may not exceed MAX_PAGE_SIZE.
 DEFAULT_PAGE_SIZE = 50
@@ -77,7 +78,7 @@ def _target(value: Any) -> Any:
 TargetField = Annotated[Target, BeforeValidator(_target, json_schema_input_type=str | Target)]
 # Counts and symbol values are JSON integers, never strings or booleans coerced into them.
 StrictInt = Annotated[int, Strict()]
-Symbols = Annotated[dict[str, StrictInt], Field(max_length=8)]
+Symbols = Annotated[dict[LabelKey, StrictInt], Field(max_length=8)]
 # A wall-clock budget beside the trials: the tuner stops at the first batch boundary after it
 # (at most a week: a longer one is a mistake, not a budget).
 MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
@@ -112,7 +113,7 @@ class TuningRequest(_Request):
     trials: StrictInt = Field(ge=1)
     time_limit_s: TimeLimit = None
     symbols: Symbols = Field(default_factory=dict)
-    strategy: str = Field(
+    strategy: Label = Field(
         default=DEFAULT_STRATEGY,
         max_length=64,
         # Checked by the server, with its own message; the document names the choices.
@@ -142,7 +143,7 @@ class TuningGroupRequest(_Request):
     target: TargetField
     trials: StrictInt = Field(ge=1)
     time_limit_s: TimeLimit = None
-    strategy: str = Field(
+    strategy: Label = Field(
         default=DEFAULT_STRATEGY,
         max_length=64,
         # Checked by the server, with its own message; the document names the choices.
@@ -159,7 +160,7 @@ class BestRequest(_Request):
     task: TaskSignature
     target: TargetField
     symbols: Symbols | None = None
-    device: str | None = Field(
+    device: Label | None = Field(
         default=None, max_length=255, description="the caller's device model, preferred"
     )
 
@@ -221,6 +222,11 @@ class TuningView(_View):
     )
     best: RecordView | None
     error: str | None
+    stalled: str | None = Field(
+        default=None,
+        description="why its tuner cannot advance it now (the database refuses writes: "
+        "its disk full, read-only, unreachable); None once it advances",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -234,7 +240,8 @@ class Submission(TuningView):
     - `joined`: the same workload, target and symbols were already queued or running, and that
       tuning is returned (202);
     - `cached`: the database already holds at least `trials` measurements of them, so no new
-      trial runs; the tuning is recorded as done at once (200).
+      trial runs; the answer is the newest done tuning of them, or one recorded as done at
+      once when there is none (200).
     """
 
     outcome: Literal["created", "joined", "cached"]

@@ -12,12 +12,13 @@ Files concatenate: a later header line is allowed, and an importer skips what it
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from tunehub.schemas.api import SHA256_PATTERN
 from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.text import FreeText, JsonObject, Label, LabelKey
 
 FORMAT = "tunehub-records"  # as `HeaderLine.format`
 # Bump on any change to the lines below; an importer refuses a version it does not know.
@@ -39,28 +40,28 @@ class HeaderLine(_Line):
 class WorkloadLine(_Line):
     type: Literal["workload"] = "workload"
     key: Sha256
-    name: str = Field(max_length=255)
-    signature: dict[str, Any]
+    name: Label = Field(max_length=255)
+    signature: JsonObject
 
 
 class ArtifactLine(_Line):
     type: Literal["artifact"] = "artifact"
     sha256: Sha256
-    kind: str = Field(max_length=16)
+    kind: Label = Field(max_length=16)
     data: str  # base64 of the bytes
-    source: str | None
-    meta: dict[str, Any]
+    source: FreeText | None
+    meta: JsonObject
 
 
 class RecordLine(_Line):
     type: Literal["record"] = "record"
     workload_key: Sha256
-    target: str = Field(max_length=64)
-    device: str = Field(max_length=255)
-    driver: str | None = Field(max_length=64)
-    toolkit: str | None = Field(max_length=64)
-    symbols: dict[str, int]
-    config: dict[str, Any]
+    target: Label = Field(max_length=64)
+    device: Label = Field(max_length=255)
+    driver: Label | None = Field(max_length=64)
+    toolkit: Label | None = Field(max_length=64)
+    symbols: dict[LabelKey, int]
+    config: JsonObject
     features: list[float]
     feature_version: int
     status: RecordStatus
@@ -68,8 +69,8 @@ class RecordLine(_Line):
     latencies_s: list[float]
     build_time_s: float | None
     max_error: float | None
-    error_log: str | None
-    machine: dict[str, Any]
+    error_log: FreeText | None
+    machine: JsonObject
     artifact_sha256: Sha256 | None
     created_at: AwareDatetime
 

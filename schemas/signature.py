@@ -11,6 +11,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tunehub.schemas.text import FreeText, Label
+
 Dtype = Literal[
     "float64",
     "float32",
@@ -29,9 +31,9 @@ DTYPES: tuple[str, ...] = get_args(Dtype)
 ReduceOp = Literal["sum", "max", "min", "prod"]
 
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
-Name = str
+Name = Label
 # A dimension is a literal extent or the name of a declared symbol.
-Extent = int | str
+Extent = int | Label
 
 
 class _Strict(BaseModel):
@@ -68,7 +70,7 @@ class ComputeDecl(_Strict):
     shape: list[Extent] = Field(max_length=8)
     dtype: Dtype
     reduce: ReduceDecl | None = None
-    expr: str = Field(min_length=1, max_length=4096)
+    expr: FreeText = Field(min_length=1, max_length=4096)
 
     @model_validator(mode="after")
     def _axes_match_shape(self) -> ComputeDecl:
@@ -84,7 +86,7 @@ class TaskSignature(_Strict):
     """A tensor program: named inputs, a sequence of computes, and the outputs among them."""
 
     version: Literal[1, 2] = 1
-    name: str = Field(min_length=1, max_length=128)
+    name: Label = Field(min_length=1, max_length=128)
     symbols: dict[Name, SymbolDecl] = Field(default_factory=dict, max_length=8)
     inputs: list[TensorDecl] = Field(min_length=1, max_length=32)
     computes: list[ComputeDecl] = Field(min_length=1, max_length=32)

@@ -35,11 +35,14 @@ from tunehub.server.api.routes import (
     workers,
     workloads,
 )
+from tunehub.server.api.status_path import StatusFastPath
 from tunehub.server.api.verifier import TokenVerifier
 from tunehub.server.best_cache import BestLookup
 from tunehub.server.db.session import make_engine, migrate, session_factory
 from tunehub.server.generations import GenerationReader
+from tunehub.server.health import WriteProbe
 from tunehub.server.settings import Settings, get_settings
+from tunehub.server.stalls import Stalls
 
 # Redis answers in microseconds; a request waiting longer than this for it gets a 503.
 REDIS_TIMEOUT_S = 5.0
@@ -68,6 +71,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 socket_timeout=REDIS_TIMEOUT_S,
             )
         )
+    write_probe = WriteProbe(engine)
+    stalls = None if redis is None else Stalls(redis)
     services = Services(
         settings=settings,
         engine=engine,
@@ -75,7 +80,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redis=redis,
         best=BestLookup(sessions, settings.best_cache_ttl_s, generations),
         tokens=TokenVerifier(sessions),
-        metrics=Metrics(sessions),
+        metrics=Metrics(sessions, write_probe, stalls),
+        write_probe=write_probe,
+        stalls=stalls,
     )
 
     @asynccontextmanager
@@ -95,6 +102,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Kernel autotuning service: submit tunings, fetch the best kernels.",
         version="1",
         lifespan=lifespan,
+        # Served by `openapi.install`, under the token rule.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     errors.install(app)
@@ -107,6 +118,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     best_route = next(r for r in workloads.router.routes if getattr(r, "name", "") == "best")
     app.add_middleware(BestFastPath, services=services, route=best_route)
+    app.add_middleware(
+        StatusFastPath,
+        services=services,
+        ttl_s=settings.status_cache_ttl_s,
+        generations=generations,
+    )
     if settings.auth == "open":
         app.add_middleware(LocalOnly)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)

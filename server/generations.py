@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
@@ -74,12 +75,28 @@ class GenerationReader:
         self._known: dict[str, int] = {}  # valid while `_subscription` holds
         self._subscription = 0  # the live subscription's number; 0 while there is none
         self._listener: asyncio.Task[None] | None = None
+        # Told of every bump the subscription delivers, and of each new subscription (bumps
+        # may have been missed before it): `server.api.status_path` drops its answers.
+        self.on_bump: list[Callable[[], None]] = []
+
+    @property
+    def live(self) -> bool:
+        """Whether the subscription holds: every bump is being told (`on_bump`)."""
+        return self._subscription != 0
+
+    def follow(self) -> None:
+        """Start following the channel (from the event loop), if not yet."""
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen())
+
+    def _told(self) -> None:
+        for callback in self.on_bump:
+            callback()
 
     async def current(self, workload_key: str) -> int | None:
         """The generation of `workload_key` (0 before its first batch); None when Redis
         cannot say, which matches only answers cached while it could not either."""
-        if self._listener is None:
-            self._listener = asyncio.create_task(self._listen())
+        self.follow()
         if self._subscription:
             known = self._known.get(workload_key)
             if known is not None:
@@ -140,12 +157,14 @@ class GenerationReader:
                 number += 1
                 self._known.clear()
                 self._subscription = number
+                self._told()
                 delay = RESUBSCRIBE_S[0]
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if message is not None and message.get("type") == "message":
                         key, _, generation = message["data"].decode().rpartition(" ")
                         self._learn(key, int(generation))
+                        self._told()
             except (RedisError, OSError, ValueError) as exc:
                 log.info("best generations: subscription lost (%s); reading them meanwhile", exc)
             finally:

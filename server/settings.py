@@ -37,12 +37,19 @@ class Settings(BaseSettings):
     # The API: `open` (no tokens) is the embedded default and is refused unless the server is
     # bound to a loopback address; `token` requires `Authorization: Bearer <token>`.
     auth: Literal["open", "token"] = "open"
+    # With tokens, the API's document (`/openapi.json`) and its pages (`/docs`) need a read
+    # token like `/v1` unless this lists them as public.
+    public_docs: bool = False
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     # Best-kernel lookups are served from memory this long (0: never cached). With Redis, a
     # stored batch invalidates them at once (`server.generations`); without, a client may see
     # an older best for that long after a better kernel is stored.
     best_cache_ttl_s: float = Field(default=2.0, ge=0)
+    # The tunings' and groups' views and the dashboard's pages are served from the answer the
+    # route gave last for this long at most (0: never kept); a batch stored, or a write to
+    # this API process, drops them at once (`server.api.status_path`).
+    status_cache_ttl_s: float = Field(default=0.5, ge=0)
 
     @property
     def local_database_url(self) -> str:

@@ -11,7 +11,9 @@
               returned instead of measuring the same candidates twice ("joined"); one whose
               tuner died (its lease expired) is queued again first, for a living tuner;
     answer:   if the database already holds at least `trials` measurements of them, nothing
-              runs: a tuning is recorded as done at once, with the best so far ("cached");
+              runs: the newest done tuning of them is the answer, or, when there is none
+              (the records were imported), a tuning is recorded as done at once, with the
+              best so far ("cached"); resubmitting a tuned workload adds no row;
     queue:    otherwise a failed or cancelled tuning of them with the same budget is queued
               again, to resume where it stopped (its records count toward the budget), or a
               new tuning is created ("created"). The committed row is the tuners' queue
@@ -55,6 +57,7 @@ from tunehub.server.db.sql import canonical_json
 from tunehub.server.db.tunings import (
     FINISHED_TUNING_STATUSES,
     find_active_tuning,
+    find_done_tuning,
     find_resumable_tuning,
     move_tunings,
     update_tuning,
@@ -133,14 +136,15 @@ def _join_or_answer(
     measured = count_records(s, workload_key=task.key, target=target, symbols=stored)
     if measured < plan.trials:
         return None
-    tuning_id = register_tuning(s, task, plan, target=target)
     best = best_record(s, workload_key=task.key, target=target, symbols=stored)
-    update_tuning(
-        s,
-        tuning_id,
-        status=TuningStatus.DONE,
-        best_record_id=best.id if best is not None else None,
-    )
+    best_id = best.id if best is not None else None
+    done = find_done_tuning(s, workload_key=task.key, target=target, symbols=stored)
+    if done is not None:  # the answer is that tuning's: no new row per resubmission
+        if done.best_record_id != best_id:
+            update_tuning(s, done.id, best_record_id=best_id)
+        return Submitted(done.id, "cached")
+    tuning_id = register_tuning(s, task, plan, target=target)
+    update_tuning(s, tuning_id, status=TuningStatus.DONE, best_record_id=best_id)
     return Submitted(tuning_id, "cached")
 
 

@@ -27,9 +27,11 @@ from typing import Any
 from redis import Redis
 from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
+from rq import SimpleWorker
+from rq.worker_registration import REDIS_WORKER_KEYS, WORKERS_BY_QUEUE_KEY
 
 from tunehub.worker.outage import Outage
-from tunehub.worker.queues import WORKERS_KEY, worker_key
+from tunehub.worker.queues import PREFIX, WORKERS_KEY, worker_key
 
 # A worker silent for WORKER_TTL_S is dead: short, so the tuner re-sends a lost job within
 # seconds; a heartbeat every HEARTBEAT_S leaves room for two missed beats before that.
@@ -145,6 +147,34 @@ def claim_name(redis: Redis, name: str, key_of: Callable[[str], str] = worker_ke
         if time.monotonic() > deadline:
             raise ValueError(f"a living daemon is registered as {name!r}: pick another --name")
         time.sleep(0.2)
+
+
+def prune_rq_workers(redis: Redis) -> list[str]:
+    """Remove from RQ's registry (`rq:workers`, its per-queue sets, its worker hashes) the
+    workers of tunehub's queues that died: RQ unregisters a worker only when it stops, so a
+    SIGKILLed one stays listed (in the sets for good). A worker whose registration here has
+    expired (within WORKER_TTL_S) is dead; one whose RQ hash is gone too. The names removed."""
+    living = {w.name for w in list_workers(redis)}
+    keys = sorted(_text(k) for k in redis.smembers(REDIS_WORKER_KEYS))
+    with redis.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.hget(key, "queues")
+        queue_lists = pipe.execute()
+    dead: dict[str, list[str]] = {}
+    for key, queues in zip(keys, queue_lists, strict=True):
+        names = [q for q in _text(queues or b"").split(",") if q]
+        ours = not names or all(q.startswith(f"{PREFIX}:") for q in names)
+        if ours and key.removeprefix(SimpleWorker.redis_worker_namespace_prefix) not in living:
+            dead[key] = names
+    if dead:
+        with redis.pipeline() as pipe:
+            for key, names in dead.items():
+                pipe.srem(REDIS_WORKER_KEYS, key)
+                for queue in names:
+                    pipe.srem(WORKERS_BY_QUEUE_KEY % queue, key)
+                pipe.delete(key)
+            pipe.execute()
+    return [key.removeprefix(SimpleWorker.redis_worker_namespace_prefix) for key in dead]
 
 
 def _text(value: bytes | str) -> str:

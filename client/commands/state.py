@@ -157,7 +157,7 @@ class _Local:
         tuning = get_tuning(self.s, tuning_id)
         if tuning is None:
             raise UserError(f"no tuning {tuning_id} in the {self.where}")
-        return tuning_view(self.s, tuning)
+        return tuning_view(self.s, tuning, None)  # stall marks live in a service's Redis
 
     def group(self, group_id: int) -> TuningGroupView:
         from tunehub.server.api.views import group_view
@@ -166,13 +166,13 @@ class _Local:
         group = get_group(self.s, group_id)
         if group is None:
             raise UserError(f"no tuning group {group_id} in the {self.where}")
-        return group_view(self.s, group)
+        return group_view(self.s, group, None)
 
     def tunings(self, limit: int) -> list[TuningView]:
         from tunehub.server.api.views import tuning_views
         from tunehub.server.db.tunings import list_tunings
 
-        return tuning_views(self.s, list_tunings(self.s, limit=limit))
+        return tuning_views(self.s, list_tunings(self.s, limit=limit), None)
 
     def workloads(self, limit: int) -> list[WorkloadView]:
         from tunehub.schemas.api import WorkloadView

@@ -12,12 +12,10 @@ the route gave.
 
 from __future__ import annotations
 
-from fastapi.security.utils import get_authorization_scheme_param
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tunehub.schemas.api import Scope as TokenScope
-from tunehub.server.api.auth import MAX_SECRET_CHARS
+from tunehub.server.api.auth import surely_readable
 from tunehub.server.api.deps import Services
 
 PREFIX = "/v1/workloads/"
@@ -32,9 +30,8 @@ class BestFastPath:
 
     def __init__(self, app: ASGIApp, services: Services, route: BaseRoute) -> None:
         self.app = app
+        self.services = services
         self.best = services.best
-        self.tokens = services.tokens
-        self.open = services.settings.auth == "open"
         self.route = route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -44,7 +41,7 @@ class BestFastPath:
                 key = path[len(PREFIX) : -len(SUFFIX)]
                 body = (
                     await self.best.hit(key, scope["query_string"])
-                    if self._allowed(scope)
+                    if surely_readable(self.services, scope)
                     else None
                 )
                 if body is not None:
@@ -62,16 +59,3 @@ class BestFastPath:
                     await send({"type": "http.response.body", "body": body})
                     return
         await self.app(scope, receive, send)
-
-    def _allowed(self, scope: Scope) -> bool:
-        """Whether the route would let this request read (False also when unsure)."""
-        if self.open:  # a request from another machine never gets here (`local_only`)
-            return True
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, secret = get_authorization_scheme_param(value.decode("latin-1"))
-                if scheme.lower() != "bearer" or not secret or len(secret) > MAX_SECRET_CHARS:
-                    return False
-                scope_held = self.tokens.cached_scope(secret)
-                return scope_held is not None and scope_held.allows(TokenScope.READ)
-        return False

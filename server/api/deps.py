@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.schemas.api import DEFAULT_PAGE_SIZE, MAX_ID, MAX_PAGE_SIZE, SHA256_PATTERN
 from tunehub.schemas.target import Target
+from tunehub.schemas.text import Label
 from tunehub.server.api.metrics import Metrics
 from tunehub.server.api.verifier import TokenVerifier
 from tunehub.server.best_cache import BestLookup
@@ -24,7 +25,9 @@ from tunehub.server.db import artifacts, groups, tunings, workloads
 from tunehub.server.db.models import Artifact, Tuning, TuningGroup, Workload
 from tunehub.server.db.session import session_scope
 from tunehub.server.errors import InvalidRequest, NotFound
+from tunehub.server.health import WriteProbe
 from tunehub.server.settings import Settings
+from tunehub.server.stalls import Stalls
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ class Services:
     best: BestLookup
     tokens: TokenVerifier
     metrics: Metrics
+    write_probe: WriteProbe
+    stalls: Stalls | None  # None without Redis
 
 
 def get_services(request: Request) -> Services:
@@ -159,7 +164,7 @@ TargetDep = Annotated[Target, Depends(required_target)]
 OptionalTargetDep = Annotated[Target | None, Depends(optional_target)]
 SymbolsDep = Annotated[dict[str, int] | None, Depends(symbols_query)]
 DeviceDep = Annotated[
-    str | None,
+    Label | None,
     Query(
         max_length=255,
         description="the caller's device model (a GPU's or CPU's name): preferred, else any",

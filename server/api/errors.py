@@ -1,11 +1,16 @@
 """Every error response is `{"detail": "<one line>"}`, with the status the error deserves.
 
-Invalid input is the client's (4xx, with the validator's own message); only an unavailable
-dependency answers 5xx (503: Redis or the database is down). Anything else would be a bug.
+Invalid input is the client's (4xx, with the validator's own message; a value the database
+refuses to store, `DataError`, is one too); only an unavailable dependency answers 5xx (503:
+Redis or the database is down). Anything else would be a bug.
+
+A 503 names the fault class only ("the database is unavailable"): the driver's text names the
+database's host and port, which is the operator's business (the log has it), not a client's.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,12 +18,15 @@ from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException
 
 from tunehub.compiler.errors import SignatureError
 from tunehub.server.api.openapi import api_routes
 from tunehub.server.errors import Conflict, InvalidRequest, NotFound, ServiceError, Unavailable
+from tunehub.server.health import database_fault
+
+log = logging.getLogger(__name__)
 
 # A 503 means a dependency is down: daemons ride out such outages in seconds, so clients may.
 RETRY_AFTER_S = 5
@@ -99,16 +107,26 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+def _unavailable(fault: str, exc: Exception) -> JSONResponse:
+    log.warning("%s: %s", fault, one_line(str(exc)))
+    return error_response(status.HTTP_503_SERVICE_UNAVAILABLE, f"{fault}; retry later", _RETRY)
+
+
 async def _redis(_: Request, exc: Exception) -> JSONResponse:
-    return error_response(
-        status.HTTP_503_SERVICE_UNAVAILABLE, f"Redis is unavailable: {exc}", _RETRY
-    )
+    return _unavailable("Redis is unavailable", exc)
 
 
 async def _database(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, OperationalError)
+    return _unavailable(database_fault(exc), exc)
+
+
+async def _unstorable(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DataError)
+    log.info("the database refused a value: %s", one_line(str(exc.orig)))
     return error_response(
-        status.HTTP_503_SERVICE_UNAVAILABLE, f"the database is unavailable: {exc.orig}", _RETRY
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        "invalid request: the database cannot store a value of it (out of range, or text it "
+        "cannot hold)",
     )
 
 
@@ -121,3 +139,4 @@ def install(app: FastAPI) -> None:
         app.add_exception_handler(error_class, _service)
     app.add_exception_handler(RedisError, _redis)
     app.add_exception_handler(OperationalError, _database)
+    app.add_exception_handler(DataError, _unstorable)

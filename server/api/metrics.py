@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
+from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,6 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.server.db.counts import count_records_by_status, count_tunings_by_status
 from tunehub.server.db.session import session_scope
+from tunehub.server.health import WriteProbe
+from tunehub.server.stalls import Stalls
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +36,32 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 class DatabaseCollector(Collector):
     """`tunehub_tunings{status}` and `tunehub_records{status}`, read at each scrape; a scrape
-    while the database is down reports `tunehub_database_up 0` instead of failing."""
+    while the database is down reports `tunehub_database_up 0` instead of failing, and one
+    while it refuses writes `tunehub_database_writable 0` (the readiness write probe); with
+    Redis, `tunehub_tunings_stalled` counts the tunings a tuner cannot advance."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
-        self.sessions = sessions
+    def __init__(
+        self, sessions: sessionmaker[Session], write_probe: WriteProbe, stalls: Stalls | None
+    ) -> None:
+        self.sessions, self.write_probe, self.stalls = sessions, write_probe, stalls
 
     def collect(self) -> Iterator[Metric]:
+        writable = GaugeMetricFamily(
+            "tunehub_database_writable", "Whether the database took the last write probe"
+        )
+        writable.add_metric([], 1 if self.write_probe.check() == "ok" else 0)
+        yield writable
+        if self.stalls is not None:
+            try:
+                count = self.stalls.count()
+            except RedisError as exc:
+                log.warning("metrics: cannot read the stall marks: %s", exc)
+            else:
+                yield GaugeMetricFamily(
+                    "tunehub_tunings_stalled",
+                    "Running tunings their tuner cannot advance (the database refuses it)",
+                    value=count,
+                )
         up = GaugeMetricFamily("tunehub_database_up", "Whether the last scrape read the database")
         try:
             with session_scope(self.sessions) as s:
@@ -64,7 +87,9 @@ class DatabaseCollector(Collector):
 class Metrics:
     """One app's registry and its request metrics."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], write_probe: WriteProbe, stalls: Stalls | None
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "tunehub_http_requests",
@@ -79,7 +104,7 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(DatabaseCollector(sessions))
+        self.registry.register(DatabaseCollector(sessions, write_probe, stalls))
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()

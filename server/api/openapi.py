@@ -11,6 +11,9 @@ parameters names something that may not exist (404); one with a body can be too 
 or declare a length that is not a number (400). Errors a route alone answers (409 for a
 cancel that comes too late) are declared on the route; the document gives them the same body.
 
+The document (`/openapi.json`) and its interactive page (`/docs`) follow the token rule: with
+tokens, they need a read token unless the `public_docs` setting lists them as public.
+
 Query parameters the service parses itself, to answer with its own one-line messages, get
 the pattern of what it accepts in the document: `target` (the registry's kinds and variants,
 read when the document is built, so plugin kinds are in it) and each `symbol`.
@@ -20,12 +23,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
 
-from tunehub.schemas.api import ErrorView
+from tunehub.schemas.api import ErrorView, Scope
 from tunehub.schemas.target import text_pattern
+from tunehub.server.api.auth import require
 from tunehub.server.api.deps import SYMBOL_PATTERN
 
 DESCRIPTIONS = {
@@ -43,8 +49,13 @@ _ERROR_REF = {"$ref": f"#/components/schemas/{ErrorView.__name__}"}
 _FASTAPI_VALIDATION = ("HTTPValidationError", "ValidationError")
 
 
+OPENAPI_URL = "/openapi.json"
+DOCS_URL = "/docs"
+
+
 def install(app: FastAPI) -> None:
-    """Make `app.openapi()` document the errors (built once, on first use, as FastAPI does)."""
+    """Make `app.openapi()` document the errors (built once, on first use, as FastAPI does),
+    and serve it and its page under the token rule (the app is made without FastAPI's own)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -52,6 +63,15 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    access = [Depends(require(Scope.READ, public=lambda settings: settings.public_docs))]
+
+    @app.get(OPENAPI_URL, include_in_schema=False, dependencies=access)
+    async def openapi_json() -> JSONResponse:
+        return JSONResponse(openapi())
+
+    @app.get(DOCS_URL, include_in_schema=False, dependencies=access)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=OPENAPI_URL, title=f"{app.title} API")
 
 
 def document(app: FastAPI) -> dict[str, Any]:

@@ -13,33 +13,38 @@ from tunehub.server.db.models import Record, Tuning, TuningGroup
 from tunehub.server.db.records import get_records
 from tunehub.server.db.tunings import get_tuning
 from tunehub.server.groups import group_state
+from tunehub.server.stalls import Stalls, stalled_reasons
 from tunehub.server.submit import Submitted
 
 ItemT = TypeVar("ItemT")
 
 
-def tuning_views(s: Session, tunings: Sequence[Tuning]) -> list[TuningView]:
-    """Views of `tunings`, their best records read in one query."""
+def tuning_views(s: Session, tunings: Sequence[Tuning], stalls: Stalls | None) -> list[TuningView]:
+    """Views of `tunings`, their best records read in one query, the stall marks of the
+    running ones in one Redis call (`stalled_reasons`)."""
     best = get_records(s, ids=[t.best_record_id for t in tunings if t.best_record_id])
-    return [_tuning_view(t, best.get(t.best_record_id or 0)) for t in tunings]
+    stalled = stalled_reasons(stalls, tunings)
+    return [_tuning_view(t, best.get(t.best_record_id or 0), stalled.get(t.id)) for t in tunings]
 
 
-def tuning_view(s: Session, tuning: Tuning) -> TuningView:
-    return tuning_views(s, [tuning])[0]
+def tuning_view(s: Session, tuning: Tuning, stalls: Stalls | None) -> TuningView:
+    return tuning_views(s, [tuning], stalls)[0]
 
 
-def submission(s: Session, submitted: Submitted) -> Submission:
+def submission(s: Session, submitted: Submitted, stalls: Stalls | None) -> Submission:
     tuning = get_tuning(s, submitted.tuning_id)
     assert tuning is not None  # committed by the submission
-    view = tuning_view(s, tuning)
+    view = tuning_view(s, tuning, stalls)
     return Submission(**dict(view), outcome=submitted.outcome)
 
 
-def group_views(s: Session, groups: Sequence[TuningGroup]) -> list[TuningGroupView]:
+def group_views(
+    s: Session, groups: Sequence[TuningGroup], stalls: Stalls | None
+) -> list[TuningGroupView]:
     """Views of `groups`: their members, statuses and best records in three queries."""
     ids = [g.id for g in groups]
     members, statuses = group_members(s, ids), group_statuses(s, ids)
-    tunings = tuning_views(s, [t for g in groups for t in members.get(g.id, [])])
+    tunings = tuning_views(s, [t for g in groups for t in members.get(g.id, [])], stalls)
     by_id = {view.id: view for view in tunings}
     views = []
     for group in groups:
@@ -65,8 +70,8 @@ def group_views(s: Session, groups: Sequence[TuningGroup]) -> list[TuningGroupVi
     return views
 
 
-def group_view(s: Session, group: TuningGroup) -> TuningGroupView:
-    return group_views(s, [group])[0]
+def group_view(s: Session, group: TuningGroup, stalls: Stalls | None) -> TuningGroupView:
+    return group_views(s, [group], stalls)[0]
 
 
 def page(items: Sequence[ItemT], limit: int, offset: int) -> Page[ItemT]:
@@ -80,7 +85,7 @@ def page(items: Sequence[ItemT], limit: int, offset: int) -> Page[ItemT]:
     )
 
 
-def _tuning_view(tuning: Tuning, best: Record | None) -> TuningView:
+def _tuning_view(tuning: Tuning, best: Record | None, stalled: str | None) -> TuningView:
     return TuningView(
         id=tuning.id,
         workload_key=tuning.workload_key,
@@ -94,6 +99,7 @@ def _tuning_view(tuning: Tuning, best: Record | None) -> TuningView:
         stop_reason=tuning.stop_reason,
         best=None if best is None else RecordView.model_validate(best),
         error=_first_line(tuning.error),
+        stalled=stalled,
         created_at=tuning.created_at,
         started_at=tuning.started_at,
         finished_at=tuning.finished_at,

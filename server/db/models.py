@@ -251,3 +251,17 @@ class ApiToken(Base):
     scope: Mapped[Scope] = mapped_column(_status_type(Scope))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+# The one row `server.health.WriteProbe` rewrites (created by migration 0008).
+WRITE_PROBE_NAME = "readyz"
+
+
+class WriteProbeRow(Base):
+    """A row `/readyz` rewrites to learn whether the database takes writes (a full disk or a
+    read-only database still answers reads)."""
+
+    __tablename__ = "write_probes"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, func, select, update
 from sqlalchemy.orm import Session
 
 from tunehub.schemas.record import TuningStatus
@@ -74,6 +74,17 @@ def list_tunings(
     return list(s.scalars(query))
 
 
+def _same_task(
+    workload_key: str, target: str | Target, symbols: Mapping[str, Any]
+) -> tuple[ColumnElement[bool], ...]:
+    """The conditions on tunings of exactly this workload, target and symbol values."""
+    return (
+        Tuning.workload_key == workload_key,
+        Tuning.target == str(target),
+        Tuning.symbols_key == canonical_json(dict(symbols)),
+    )
+
+
 def find_active_tuning(
     s: Session, *, workload_key: str, target: str | Target, symbols: Mapping[str, Any]
 ) -> Tuning | None:
@@ -82,9 +93,7 @@ def find_active_tuning(
     query = (
         select(Tuning)
         .where(
-            Tuning.workload_key == workload_key,
-            Tuning.target == str(target),
-            Tuning.symbols_key == canonical_json(dict(symbols)),
+            *_same_task(workload_key, target, symbols),
             Tuning.status.in_(ACTIVE_TUNING_STATUSES),
         )
         .order_by(Tuning.id)
@@ -107,13 +116,29 @@ def find_resumable_tuning(
     query = (
         select(Tuning)
         .where(
-            Tuning.workload_key == workload_key,
-            Tuning.target == str(target),
-            Tuning.symbols_key == canonical_json(dict(symbols)),
+            *_same_task(workload_key, target, symbols),
             Tuning.status.in_((TuningStatus.FAILED, TuningStatus.CANCELLED)),
             Tuning.group_id.is_(None),
             Tuning.trials_requested == trials,
             Tuning.trials_done < trials,
+        )
+        .order_by(Tuning.id.desc())
+        .limit(1)
+    )
+    return s.scalars(query).first()
+
+
+def find_done_tuning(
+    s: Session, *, workload_key: str, target: str | Target, symbols: Mapping[str, Any]
+) -> Tuning | None:
+    """The newest done tuning of this task outside any group: a submission the records
+    already answer returns it rather than recording another tuning that measured nothing."""
+    query = (
+        select(Tuning)
+        .where(
+            *_same_task(workload_key, target, symbols),
+            Tuning.status == TuningStatus.DONE,
+            Tuning.group_id.is_(None),
         )
         .order_by(Tuning.id.desc())
         .limit(1)

@@ -46,6 +46,9 @@ class Executor(ABC):
     def run(self, requests: Sequence[CandidateRequest]) -> list[CandidateResult]:
         """Build and measure every request; one result per request, in order."""
 
+    def stored(self) -> None:  # noqa: B027 - executors that keep no results have none to drop
+        """The results `run` returned are in the database: what still holds them may go."""
+
     def close(self) -> None:  # noqa: B027 - executors without workers have nothing to release
         """Release workers and processes."""
 

@@ -3,8 +3,9 @@
 Each candidate goes through two RQ jobs, sequenced here rather than with RQ dependencies: a
 build job on `tunehub:build:<target>`, then (if it built) a measure job, carrying the build's
 result, on `tunehub:measure:<target>`. The tuner waits for the batch by polling the jobs; a
-finished job's result stays in Redis for RESULT_TTL_S, so a worker that dies after finishing
-a job loses nothing, and the tuner stores the batch in the database when `run` returns.
+finished job's result stays in Redis until the tuner has stored the batch in the database
+(`stored` deletes the jobs then), so a worker that dies after finishing a job loses nothing,
+and results do not pile up in Redis (RESULT_TTL_S bounds those of a tuner that died first).
 
 Two kinds of failure, never confused:
 - the candidate's own (invalid config, compile error, crash, timeout, wrong answer): the job
@@ -57,7 +58,8 @@ MEASURE_MARGIN_S = 600
 # How long a job that overran its timeout may still be reported by a living worker.
 OVERRUN_GRACE_S = 60
 # Finished results outlive any batch by far: a tuner that is slow to collect loses nothing.
-RESULT_TTL_S = 24 * 3600
+# Stored ones are deleted at once (`RQExecutor.stored`); this bounds those never collected.
+RESULT_TTL_S = 6 * 3600
 FAILURE_TTL_S = 7 * 24 * 3600  # failed jobs stay for operators to read (`rq info`, dashboards)
 MAX_ATTEMPTS = 3
 # A queued job absent from its queue this long was taken by a worker that died before it
@@ -109,6 +111,7 @@ class RQExecutor(Executor):
         self.worker_wait_s = worker_wait_s
         self.retries = 0
         self._unserved_since: dict[str, float] = {}
+        self._collected: list[str] = []  # finished jobs whose results `run` returned
         self._outage = Outage("Redis", log, (RedisError,))
 
     @property
@@ -260,6 +263,20 @@ class RQExecutor(Executor):
             job.delete()  # its result now travels in the measure job
         else:
             flight.result = value
+            self._collected.append(job.id)
+
+    def stored(self) -> None:
+        """Delete the jobs whose results were stored; best effort: their TTL is the fallback."""
+        collected, self._collected = self._collected, []
+        try:
+            jobs = Job.fetch_many(collected, connection=self.redis)
+            with self.redis.pipeline() as pipe:
+                for job in jobs:
+                    if job is not None:
+                        job.delete(pipeline=pipe, remove_from_queue=False)
+                pipe.execute()
+        except RedisError as exc:
+            log.warning("could not delete %d stored results: %s", len(collected), exc)
 
     def _check_started(self, flight: _Flight, job: Job, alive: set[str]) -> None:
         if job.worker_name not in alive:

@@ -12,9 +12,11 @@ here.
 What each failure costs:
 - Redis restarts: the daemon and the tuning wait for it (one log line each way); the batch in
   flight goes on, the jobs Redis lost are sent again (`RQExecutor`).
-- the database goes away: the daemon waits for it; the tuning in progress stops without
-  failing, its lease runs out, and it resumes (from its stored records) once the database is
-  back.
+- the database goes away or refuses writes (its disk full): the daemon waits for it; the
+  tuning in progress stops without failing and is marked stalled with the reason
+  (`server.stalls`: the API shows it) while the daemon's own calls keep failing; its lease
+  runs out, and it resumes (from its stored records) once the database is back, which
+  clears the mark.
 - the tuner dies (SIGKILL, a lost machine): its child dies with it, its leases expire within
   `lease.LEASE_TTL_S`, and another tuner (or this one, restarted) resumes its tunings.
 - the tuner is stopped (SIGTERM, Ctrl-C): the child hands its tunings back to the queue at
@@ -35,6 +37,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
@@ -51,7 +54,9 @@ from tunehub.server.db.groups import get_group, group_members
 from tunehub.server.db.session import make_engine, migrate, session_factory, session_scope
 from tunehub.server.db.tunings import get_tuning, move_tunings
 from tunehub.server.generations import BestGenerations
+from tunehub.server.health import database_fault
 from tunehub.server.settings import Settings, get_settings
+from tunehub.server.stalls import Stalls
 from tunehub.server.tuner.lease import Heartbeat, Lease, LeaseLost, claim_next
 from tunehub.server.tuner.reporting import TuningSummary
 from tunehub.server.tuner.rq_executor import RQExecutor
@@ -59,10 +64,12 @@ from tunehub.server.tuner.tuner import Tuner
 from tunehub.worker import device, logs
 from tunehub.worker.outage import Outage
 from tunehub.worker.queues import DEFAULT_REDIS_URL, TUNERS_KEY, tuner_key
-from tunehub.worker.registry import Registration, claim_name
+from tunehub.worker.registry import Registration, claim_name, prune_rq_workers
 
-# How often an idle tuner looks for queued tunings.
+# How often an idle tuner looks for queued tunings; how often the daemon's periodic pass
+# prunes dead workers from RQ's registry (`prune_rq_workers`), idle or not.
 POLL_S = 0.5
+MAINTENANCE_S = 30.0
 PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger(__name__)
@@ -134,12 +141,16 @@ def run_tuner_daemon(redis_url: str, *, name: str | None = None, burst: bool = F
     registry.call(registration.start)
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
+    stalls = Stalls(redis)
+    maintenance = _Maintenance(redis)
     log.info("tuner %s running queued tunings", name)
     try:
         while not stop.is_set():
+            maintenance.due()
             try:
                 lease = claim_next(sessions, name[:100])
             except OperationalError as exc:
+                stalls.refresh()  # still refused: the stalled tunings stay marked
                 database.failed(exc)
                 continue
             database.ok()
@@ -155,13 +166,34 @@ def run_tuner_daemon(redis_url: str, *, name: str | None = None, burst: bool = F
             children.append(child)
             child.start()
             log.info("running %s (lease %s, pid %s)", lease.unit, lease.owner, child.pid)
-            child.join()
+            while child.is_alive():
+                child.join(MAINTENANCE_S)
+                maintenance.due()
             children.remove(child)
             settle(sessions, lease, child.exitcode, stopping=stop.is_set())
     finally:
         registration.stop()
         redis.close()
         engine.dispose()
+
+
+class _Maintenance:
+    """The daemon's periodic pass, at most once per MAINTENANCE_S: RQ's registry loses the
+    workers that died (RQ unregisters only those that stop)."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._next = 0.0
+
+    def due(self) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + MAINTENANCE_S
+        try:
+            if pruned := prune_rq_workers(self.redis):
+                log.info("pruned dead workers from RQ's registry: %s", ", ".join(pruned))
+        except RedisError as exc:
+            log.warning("could not prune RQ's registry: %s", exc)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -212,6 +244,7 @@ def _child(lease: Lease, settings: Settings, redis_url: str) -> None:
             log.warning("%s stopped: %s", lease.unit, exc)
         except OperationalError as exc:
             log.warning("%s stopped, to resume when the database is back: %s", lease.unit, exc)
+            Stalls(redis).mark(lease.unit.tuning_ids, f"{database_fault(exc)}; retrying")
         except Exception:
             log.exception("%s failed", lease.unit)
             raise SystemExit(1) from None
@@ -320,6 +353,7 @@ def _tuner(
         executor,
         threads=threads,
         generations=BestGenerations(redis),
+        stalls=Stalls(redis),
         lease=lease,
         feature_workers=device.cpu_cores(),
     )

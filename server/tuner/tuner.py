@@ -51,6 +51,7 @@ from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import get_tuning, move_tunings, update_tuning
 from tunehub.server.db.workloads import get_workload
 from tunehub.server.generations import BestGenerations
+from tunehub.server.stalls import Stalls
 from tunehub.server.tuner import confirmation
 from tunehub.server.tuner.executor import Executor
 from tunehub.server.tuner.featurizer import FeaturePool, Featurizer, learned, transfer_set
@@ -109,7 +110,8 @@ class Tuner:
     `min_repeat_s` set the measurement effort per candidate (timed batches, and the least
     duration of each; the defaults are the workers'): fewer, shorter batches trade latency
     precision for time, which suits tests and quick looks. `generations`, in the service, are
-    bumped after every stored batch, so that the API's cached bests follow at once. A `lease`,
+    bumped after every stored batch, so that the API's cached bests follow at once; `stalls`,
+    in the service, lose the tuning's stall mark with it (`server.stalls`). A `lease`,
     in the service, is checked in the transaction that stores each batch: a tuner that lost
     its tunings to another stores nothing more (`lease.LeaseLost`). `feature_workers`
     processes extract the feature vectors a model-guided proposal scores (1: this process);
@@ -129,6 +131,7 @@ class Tuner:
         repeats: int = CandidateRequest.repeats,
         min_repeat_s: float = CandidateRequest.min_repeat_s,
         generations: BestGenerations | None = None,
+        stalls: Stalls | None = None,
         lease: Lease | None = None,
         feature_workers: int = 1,
         contenders: int = confirmation.CONTENDERS,
@@ -141,6 +144,7 @@ class Tuner:
         self.repeats = repeats
         self.min_repeat_s = min_repeat_s
         self.generations = generations
+        self.stalls = stalls
         self.lease = lease
         self.feature_pool = FeaturePool(feature_workers)
         self.contenders = contenders
@@ -380,11 +384,15 @@ class _Run:
     @contextmanager
     def _storing(self) -> Iterator[Session]:
         """The transaction that stores results: under the lease, if any; once it commits,
-        the API may look again (the workload's generation is bumped)."""
+        the executor may drop them and the API may look again (the workload's generation is
+        bumped)."""
         with session_scope(self.tuner.sessions) as s:
             if self.tuner.lease is not None:
                 self.tuner.lease.check(s, self.job.tuning_id)
             yield s
+        self.tuner.executor.stored()
+        if self.tuner.stalls is not None:
+            self.tuner.stalls.clear([self.job.tuning_id])
         if self.tuner.generations is not None:
             self.tuner.generations.bump(self.job.workload_key)
 

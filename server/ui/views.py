@@ -25,6 +25,7 @@ from tunehub.server.db.models import Record, Tuning, Workload
 from tunehub.server.db.records import get_records, list_records
 from tunehub.server.db.tunings import ACTIVE_TUNING_STATUSES, list_tunings
 from tunehub.server.db.workloads import list_workloads
+from tunehub.server.stalls import Stalls, stalled_reasons
 from tunehub.server.tuner.reporting import summarize
 from tunehub.server.tuner.service import living_tuners
 from tunehub.server.ui import format, queries
@@ -52,6 +53,7 @@ class TuningRow:
     best: str
     created: str
     group_id: int | None
+    stalled: str | None  # why its tuner cannot advance it now (`server.stalls`)
 
     @property
     def percent(self) -> int:
@@ -163,16 +165,18 @@ class WorkersPage:
     tunings: QueueRow  # the tuners' queue: the database's queued and running tunings
 
 
-def tunings_page(s: Session, *, offset: int = 0) -> TuningsPage:
+def tunings_page(s: Session, stalls: Stalls | None, *, offset: int = 0) -> TuningsPage:
     """The newest tunings from `offset` on, with their progress and best so far."""
     tunings = list_tunings(s, limit=PAGE_SIZE + 1, offset=offset)
-    return TuningsPage(tuning_rows(s, tunings[:PAGE_SIZE]), len(tunings) > PAGE_SIZE)
+    return TuningsPage(tuning_rows(s, tunings[:PAGE_SIZE], stalls), len(tunings) > PAGE_SIZE)
 
 
-def tuning_rows(s: Session, tunings: Sequence[Tuning]) -> list[TuningRow]:
-    """Rows of `tunings`: their workloads' names and best records in one query each."""
+def tuning_rows(s: Session, tunings: Sequence[Tuning], stalls: Stalls | None) -> list[TuningRow]:
+    """Rows of `tunings`: their workloads' names and best records in one query each, the
+    stall marks of the running ones in one Redis call."""
     names = queries.workload_names(s, [t.workload_key for t in tunings])
     best = get_records(s, ids=[t.best_record_id for t in tunings if t.best_record_id])
+    stalled = stalled_reasons(stalls, tunings)
     return [
         TuningRow(
             id=t.id,
@@ -187,12 +191,15 @@ def tuning_rows(s: Session, tunings: Sequence[Tuning]) -> list[TuningRow]:
             best=format.latency(_latency(best.get(t.best_record_id or 0))),
             created=format.timestamp(t.created_at),
             group_id=t.group_id,
+            stalled=stalled.get(t.id),
         )
         for t in tunings
     ]
 
 
-def tuning_page(s: Session, tuning: Tuning, *, now: datetime | None = None) -> TuningPage:
+def tuning_page(
+    s: Session, tuning: Tuning, stalls: Stalls | None, *, now: datetime | None = None
+) -> TuningPage:
     """A tuning's progress, its curves against trials and wall time with the naive baseline,
     and its newest records."""
     now = now or datetime.now(UTC)
@@ -224,7 +231,7 @@ def tuning_page(s: Session, tuning: Tuning, *, now: datetime | None = None) -> T
         speedup = f"{summary.baseline_latency_s / best:.3g}x"
     newest = list(enumerate(records, 1))[::-1][:RECORDS_SHOWN]
     return TuningPage(
-        tuning=tuning_rows(s, [tuning])[0],
+        tuning=tuning_rows(s, [tuning], stalls)[0],
         active=_is_active(tuning),
         error=tuning.error.splitlines()[0] if tuning.error else None,
         started=format.timestamp(tuning.started_at),
@@ -256,7 +263,7 @@ def workloads_page(s: Session, *, offset: int = 0) -> WorkloadsPage:
     return WorkloadsPage(rows, len(found) > PAGE_SIZE)
 
 
-def workload_page(s: Session, workload: Workload) -> WorkloadPage:
+def workload_page(s: Session, workload: Workload, stalls: Stalls | None) -> WorkloadPage:
     """A workload's best kernel and dispatch table on each target, and its tunings: a few
     queries per target it was measured on."""
     declared = TaskSignature.model_validate(workload.signature).symbols
@@ -275,7 +282,7 @@ def workload_page(s: Session, workload: Workload) -> WorkloadPage:
         name=workload.name,
         symbols=", ".join(f"{n} in [{d.min}, {d.max}]" for n, d in declared.items()) or "—",
         targets=tables,
-        tunings=tuning_rows(s, list_tunings(s, limit=PAGE_SIZE, workload_key=workload.key)),
+        tunings=tuning_rows(s, list_tunings(s, limit=PAGE_SIZE, workload_key=workload.key), stalls),
     )
 
 

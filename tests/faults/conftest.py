@@ -18,6 +18,9 @@ import pytest
 from redis import Redis
 from redis.exceptions import RedisError
 
+# The in-process app on a migrated database (SQLite and PostgreSQL) with a private Redis: the
+# API tests' fixtures, for the faults that need no daemon.
+from tests.api.conftest import client, make_client, redis_url, settings  # noqa: F401
 from tests.service.redis_server import free_port, redis_server_binary
 from tests.signatures import row_matmul
 from tunehub.server.tuner.service import living_tuners
@@ -63,18 +66,18 @@ class Redises:
             ],
             stdin=subprocess.DEVNULL,
         )
-        client = Redis.from_url(self.url, socket_connect_timeout=1)
+        probe = Redis.from_url(self.url, socket_connect_timeout=1)
 
         def ours() -> bool:
             try:
-                return int(client.info("server")["process_id"]) == self.proc.pid  # type: ignore[union-attr]
+                return int(probe.info("server")["process_id"]) == self.proc.pid  # type: ignore[union-attr]
             except RedisError:
                 return False
 
         try:
             wait_for(ours, "redis-server")
         finally:
-            client.close()
+            probe.close()
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -166,6 +169,14 @@ class Service:
 
             wait_for(registered, f"{', '.join(names)} to register")
 
+    def start_all(self) -> None:
+        """The API, a tuner (`tuner-1`) and a worker (`w1`), each ready."""
+        self.api()
+        self.tuner("tuner-1")
+        self.worker("w1")
+        self.wait_api()
+        self.wait_registered("tuner-1", "w1")
+
     def stop(self) -> None:
         for daemon in self.daemons:
             if daemon.alive():
@@ -205,3 +216,39 @@ def submit(api_url: str, trials: int, **body: Any) -> dict[str, Any]:
     assert response.status_code in (200, 202), response.text
     answer: dict[str, Any] = response.json()
     return answer
+
+
+# Room for a test's database, and little more: a full disk is quick to make.
+DISK_BYTES = 16 * 1024 * 1024
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of DISK_BYTES mounted in `tmp_path` (skipped where mounting is not allowed)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or 'not allowed'}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until `disk` has no space left; the file."""
+    filler = disk / "filler"
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    return filler

@@ -38,6 +38,7 @@ TABLES = {
     "cost_models",
     "api_tokens",
     "tuning_groups",
+    "write_probes",
 }
 
 
@@ -51,8 +52,9 @@ def _schema_diff(engine: Engine, metadata: MetaData) -> list[Any]:
         return list(compare_metadata(MigrationContext.configure(connection), metadata))
 
 
-# What revisions 0006 and 0007 add; the tests of older revisions expect it missing.
-_ADDED_BY_0007 = {"ix_records_artifact"}
+# What revisions 0006, 0007 and 0008 add; the tests of older revisions expect it missing.
+_ADDED_BY_0008 = {"write_probes"}
+_ADDED_BY_0007 = {"ix_records_artifact", *_ADDED_BY_0008}
 _ADDED_BY_0006 = {
     "device",
     "driver",
@@ -219,11 +221,11 @@ _LEASE_COLUMNS = {"lease_owner", "lease_expires_at"}
 
 
 def _missing(engine: Engine) -> set[str]:
-    """The names of the indexes and columns the models have and the database lacks (nothing
-    else may differ)."""
+    """The names of the tables, indexes and columns the models have and the database lacks
+    (nothing else may differ)."""
     names = set()
     for diff in _schema_diff(engine, Base.metadata):
-        if diff[0] == "add_index":
+        if diff[0] in ("add_table", "add_index"):
             names.add(diff[1].name)
         else:
             assert diff[0] == "add_column", diff
@@ -320,7 +322,7 @@ def test_records_artifact_index_up_and_down(database_url: str) -> None:
         before = _record_indexes(engine)
         migrate(database_url, "0007")
         assert _record_indexes(engine) == before | {"ix_records_artifact"}
-        assert _schema_diff(engine, Base.metadata) == []
+        assert _missing(engine) == _ADDED_BY_0008
         command.downgrade(alembic_config(database_url), "0006")
         assert _record_indexes(engine) == before
         with engine.connect() as connection:
@@ -346,3 +348,18 @@ def test_sqlite_default_location_is_created(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fresh' / 'home' / 'tunehub.db'}"
     migrate(url)  # the migration's own engine needs the directory make_engine creates
     assert (tmp_path / "fresh" / "home" / "tunehub.db").exists()
+
+
+def test_write_probes_up_and_down(database_url: str) -> None:
+    """0008 adds `write_probes` with the one row `/readyz` rewrites; undoing it drops it."""
+    migrate(database_url, "0008")
+    engine = make_engine(database_url)
+    try:
+        assert _schema_diff(engine, Base.metadata) == []
+        with engine.connect() as connection:
+            names = connection.execute(text("SELECT name FROM write_probes")).scalars().all()
+        assert names == ["readyz"]
+        command.downgrade(alembic_config(database_url), "0007")
+        assert _missing(engine) == _ADDED_BY_0008
+    finally:
+        engine.dispose()

@@ -1,4 +1,5 @@
-"""`/healthz` (the process answers), `/readyz` (its database and Redis answer) and `/metrics`:
+"""`/healthz` (the process answers), `/readyz` (its database answers and takes writes, and
+Redis answers) and `/metrics`:
 no token needed, so that orchestrators and Prometheus can call them."""
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", responses={503: {"model": ReadyView}})
 def readyz(services: ServicesDep) -> JSONResponse:
-    """200 when the database and Redis (if configured) answer, 503 otherwise."""
+    """200 when the database answers and takes writes (probed every few seconds) and Redis
+    (if configured) answers; 503 otherwise, each dependency's field saying why not."""
     database = check_database(services.engine)
+    if database == "ok":
+        database = services.write_probe.check()
     redis = "disabled" if services.redis is None else check_redis(services.redis)
     view = ReadyView(
         ready=database == "ok" and redis in ("ok", "disabled"), database=database, redis=redis

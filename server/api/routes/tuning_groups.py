@@ -33,21 +33,21 @@ def submit(request: TuningGroupRequest, services: ServicesDep) -> TuningGroupVie
     with session_scope(services.sessions) as s:
         group = groups.get_group(s, group_id)
         assert group is not None  # committed by the submission
-        return views.group_view(s, group)
+        return views.group_view(s, group, services.stalls)
 
 
 @router.get("", dependencies=[ReadAccess])
 def list_groups(
-    s: SessionDep, paging: PageDep, status: TuningStatus | None = None
+    s: SessionDep, services: ServicesDep, paging: PageDep, status: TuningStatus | None = None
 ) -> Page[TuningGroupView]:
     """Newest first."""
     found = groups.list_groups(s, limit=paging.limit + 1, offset=paging.offset, status=status)
-    return views.page(views.group_views(s, found), paging.limit, paging.offset)
+    return views.page(views.group_views(s, found, services.stalls), paging.limit, paging.offset)
 
 
 @router.get("/{group_id}", dependencies=[ReadAccess])
-def get_group(group: GroupDep, s: SessionDep) -> TuningGroupView:
-    return views.group_view(s, group)
+def get_group(group: GroupDep, s: SessionDep, services: ServicesDep) -> TuningGroupView:
+    return views.group_view(s, group, services.stalls)
 
 
 @router.post(
@@ -55,7 +55,7 @@ def get_group(group: GroupDep, s: SessionDep) -> TuningGroupView:
     dependencies=[AdminAccess],
     responses={409: {"description": "The group has already ended"}},
 )
-def cancel(group: GroupDep, s: SessionDep) -> TuningGroupView:
+def cancel(group: GroupDep, s: SessionDep, services: ServicesDep) -> TuningGroupView:
     """Cancel the group's unfinished tunings (409 when none is left)."""
     cancel_group(s, group)
-    return views.group_view(s, group)
+    return views.group_view(s, group, services.stalls)

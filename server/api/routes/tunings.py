@@ -35,12 +35,13 @@ def submit(request: TuningRequest, services: ServicesDep, response: Response) ->
     # keep its connection until FastAPI's teardown, which waits for a free worker thread, while
     # every thread may be waiting for a connection (a burst of submissions deadlocked so).
     with session_scope(services.sessions) as s:
-        return views.submission(s, submitted)
+        return views.submission(s, submitted, services.stalls)
 
 
 @router.get("", dependencies=[ReadAccess])
 def list_tunings(
     s: SessionDep,
+    services: ServicesDep,
     paging: PageDep,
     status: TuningStatus | None = None,
     workload_key: WorkloadKeyQuery = None,
@@ -53,12 +54,12 @@ def list_tunings(
         workload_key=workload_key,
         status=status,
     )
-    return views.page(views.tuning_views(s, found), paging.limit, paging.offset)
+    return views.page(views.tuning_views(s, found, services.stalls), paging.limit, paging.offset)
 
 
 @router.get("/{tuning_id}", dependencies=[ReadAccess])
-def get_tuning(tuning: TuningDep, s: SessionDep) -> TuningView:
-    return views.tuning_view(s, tuning)
+def get_tuning(tuning: TuningDep, s: SessionDep, services: ServicesDep) -> TuningView:
+    return views.tuning_view(s, tuning, services.stalls)
 
 
 @router.post(
@@ -66,7 +67,7 @@ def get_tuning(tuning: TuningDep, s: SessionDep) -> TuningView:
     dependencies=[AdminAccess],
     responses={409: {"description": "The tuning has already ended"}},
 )
-def cancel(tuning: TuningDep, s: SessionDep) -> TuningView:
+def cancel(tuning: TuningDep, s: SessionDep, services: ServicesDep) -> TuningView:
     """Cancel a queued or running tuning (409 when it has ended)."""
     cancel_tuning(s, tuning)
-    return views.tuning_view(s, tuning)
+    return views.tuning_view(s, tuning, services.stalls)

@@ -89,26 +89,34 @@ def _page(
 
 
 @router.get("")
-def tunings(request: Request, s: SessionDep, offset: Offset = 0) -> HTMLResponse:
-    page = views.tunings_page(s, offset=offset)
+def tunings(
+    request: Request, s: SessionDep, services: ServicesDep, offset: Offset = 0
+) -> HTMLResponse:
+    page = views.tunings_page(s, services.stalls, offset=offset)
     return _page(request, "tunings.html", "tunings", page=page, offset=offset)
 
 
 @router.get("/tunings/live")
-def tunings_live(request: Request, s: SessionDep, offset: Offset = 0) -> HTMLResponse:
-    page = views.tunings_page(s, offset=offset)
+def tunings_live(
+    request: Request, s: SessionDep, services: ServicesDep, offset: Offset = 0
+) -> HTMLResponse:
+    page = views.tunings_page(s, services.stalls, offset=offset)
     return _page(request, "_tunings_table.html", "tunings", page=page)
 
 
 @router.get("/tunings/{tuning_id}")
-def tuning(request: Request, tuning: TuningDep, s: SessionDep) -> HTMLResponse:
-    page = views.tuning_page(s, tuning)
+def tuning(
+    request: Request, tuning: TuningDep, s: SessionDep, services: ServicesDep
+) -> HTMLResponse:
+    page = views.tuning_page(s, tuning, services.stalls)
     return _page(request, "tuning.html", "tunings", page=page)
 
 
 @router.get("/tunings/{tuning_id}/live")
-def tuning_live(request: Request, tuning: TuningDep, s: SessionDep) -> HTMLResponse:
-    page = views.tuning_page(s, tuning)
+def tuning_live(
+    request: Request, tuning: TuningDep, s: SessionDep, services: ServicesDep
+) -> HTMLResponse:
+    page = views.tuning_page(s, tuning, services.stalls)
     return _page(request, "_tuning_live.html", "tunings", page=page)
 
 
@@ -119,8 +127,10 @@ def workloads(request: Request, s: SessionDep, offset: Offset = 0) -> HTMLRespon
 
 
 @router.get("/workloads/{key}")
-def workload(request: Request, workload: WorkloadDep, s: SessionDep) -> HTMLResponse:
-    page = views.workload_page(s, workload)
+def workload(
+    request: Request, workload: WorkloadDep, s: SessionDep, services: ServicesDep
+) -> HTMLResponse:
+    page = views.workload_page(s, workload, services.stalls)
     return _page(request, "workload.html", "workloads", page=page)
 
 
