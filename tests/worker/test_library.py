@@ -122,11 +122,34 @@ def test_torch_is_timed_beside_numpy_where_installed() -> None:
     assert torch_code == "acc = A @ B\nout = torch.clamp(acc + bias, min=0.0)"
 
 
+# Attention's scores with q and k both read out of one packed projection (GPT-2's qkv): both
+# sides of the product gather through index arrays of their own.
+PACKED_SCORES = {
+    "version": 1,
+    "name": "packed_scores",
+    "inputs": [{"name": "qkv", "shape": [6, 16], "dtype": "float32"}],
+    "computes": [
+        {
+            "name": "scores",
+            "axes": ["h", "i", "j"],
+            "shape": [2, 6, 6],
+            "dtype": "float32",
+            "reduce": {"op": "sum", "axes": {"k": 4}},
+            "expr": "qkv[i, h * 4 + k] * qkv[j, 8 + h * 4 + k]",
+        }
+    ],
+    "outputs": ["scores"],
+}
+
+
 @pytest.mark.parametrize(
-    "name", ["batched_matmul_nt", "column_sum", "conv2d_3x3", "matmul_odd", "rmsnorm"]
+    "name", ["batched_matmul_nt", "column_sum", "conv2d_3x3", "matmul_odd", "rmsnorm", "packed"]
 )
 def test_transposed_batched_padded_and_einsum_code_computes_the_outputs(name: str) -> None:
-    program = load((EXAMPLES / f"{name}.json").read_text())
+    if name == "packed":
+        program = load(json.dumps(PACKED_SCORES))
+    else:
+        program = load((EXAMPLES / f"{name}.json").read_text())
     symbols = {s.name: min(s.max, 16) for s in program.symbols}
     inputs = random_inputs(program, symbols, seed=0)
     shown = compiled(render(program, symbols, NUMPY), inputs)()

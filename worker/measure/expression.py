@@ -184,6 +184,7 @@ class _Writer:
         self.parts: list[str] = []  # what is reduced or contracted (`_shared`)
         self.grid: tuple[str, ...] = ()
         self.uses_grid = False
+        self.suffix = ""  # of the index arrays' names: the two sides of a product differ
 
     def compute(self, compute: Compute) -> str:
         self.grid = (*compute.axes, *(r.name for r in compute.reduce_axes))
@@ -200,8 +201,8 @@ class _Writer:
 
     def contraction(self, plan: Contraction, compute: Compute) -> str:
         acc = dtypes.compute_dtype(compute.dtype)
-        lhs = self.side(plan.lhs, plan.batch + plan.rows + plan.reduce, acc)
-        rhs = self.side(plan.rhs, plan.batch + plan.reduce + plan.cols, acc)
+        lhs = self.side(plan.lhs, plan.batch + plan.rows + plan.reduce, acc, "")
+        rhs = self.side(plan.rhs, plan.batch + plan.reduce + plan.cols, acc, "_r")
         out = plan.batch + plan.rows + plan.cols
         simple = len(plan.reduce) == 1 and len(plan.rows) <= 1 and len(plan.cols) <= 1
         if simple and (not plan.batch or (plan.rows and plan.cols)) and compute.axes == out:
@@ -215,9 +216,10 @@ class _Writer:
             value = f"{self.dialect.module}.einsum({spec!r}, {lhs}, {rhs}{options})"
         return value if compute.dtype == acc else self.dialect.cast(value, compute.dtype)
 
-    def side(self, factors: tuple[Expr, ...], axes: tuple[str, ...], acc: str) -> str:
-        """The product of one side's factors over its own grid, every axis present."""
-        self.grid, self.uses_grid = axes, False
+    def side(self, factors: tuple[Expr, ...], axes: tuple[str, ...], acc: str, suffix: str) -> str:
+        """The product of one side's factors over its own grid, every axis present (its
+        index arrays named with `suffix`, as both sides' grids are made before the product)."""
+        self.grid, self.uses_grid, self.suffix = axes, False, suffix
         texts = []
         for factor in factors:
             text = self.expr(factor)
@@ -232,7 +234,8 @@ class _Writer:
     def _with_grid(self, value: str) -> str:
         """`value`, the index arrays of its grid made first where it reads them."""
         if self.uses_grid:
-            names = ", ".join(f"_{a}" for a in self.grid) + ("," if len(self.grid) == 1 else "")
+            names = ", ".join(f"_{a}{self.suffix}" for a in self.grid)
+            names += "," if len(self.grid) == 1 else ""
             grid = self.dialect.grid([self.extents[a] for a in self.grid])
             self.prelude.append(f"{names} = {grid}")
         return value
@@ -250,7 +253,7 @@ class _Writer:
             if e.name in self.symbols:
                 return str(self.symbols[e.name])
             self.uses_grid = True
-            return f"_{e.name}"
+            return f"_{e.name}{self.suffix}"
         if isinstance(e, Load):
             return self.load(e)
         if isinstance(e, Cast):

@@ -32,20 +32,18 @@ REPEATS = 5
 
 
 def library_baselines(program: Program, symbols: Mapping[str, int], threads: int) -> list[Baseline]:
-    """numpy's latency for `program` at `symbols`, and torch's where torch is installed and
-    runs the code (its unsigned shifts, say, may not), fastest first."""
+    """numpy's latency for `program` at `symbols`, and torch's where torch is installed, each
+    where the library runs the code (torch's unsigned shifts, say, may not), fastest first.
+    A baseline is what a report sets beside the tuned kernel: one that cannot run is left out
+    (and logged), never the tuning's failure."""
     values = dict(symbols)
     inputs = random_inputs(program, values, seed=0)
-    codes = [render(program, values, NUMPY)]
-    calls = [compiled(codes[0], inputs)]
-    torch_call = _torch_call(program, values, inputs)
-    if torch_call is not None:
-        codes.append(torch_call[0])
-        calls.append(torch_call[1])
-    latencies = alternated_call_s(calls, threads)
+    runs = [_numpy_call(program, values, inputs), _torch_call(program, values, inputs)]
+    found = [run for run in runs if run is not None]
+    latencies = alternated_call_s([call for _, call in found], threads)
     baselines = [
         Baseline(code.dialect, latency, code.text)
-        for code, latency in zip(codes, latencies, strict=True)
+        for (code, _), latency in zip(found, latencies, strict=True)
     ]
     return sorted(baselines, key=lambda b: b.latency_s)
 
@@ -83,6 +81,12 @@ def _namespace(dialect: str) -> dict[str, Any]:
     return {"np": np, "ml_dtypes": ml_dtypes, "erf": erf}
 
 
+def _numpy_call(
+    program: Program, symbols: dict[str, int], inputs: Mapping[str, np.ndarray]
+) -> tuple[Code, Callable[[], object]] | None:
+    return _checked(program, render(program, symbols, NUMPY), inputs)
+
+
 def _torch_call(
     program: Program, symbols: dict[str, int], inputs: Mapping[str, np.ndarray]
 ) -> tuple[Code, Callable[[], object]] | None:
@@ -91,14 +95,21 @@ def _torch_call(
         torch = importlib.import_module("torch")
     except ImportError:
         return None
-    code = render(program, symbols, TORCH)
+    tensors = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in inputs.items()}
+    with torch.inference_mode():
+        return _checked(program, render(program, symbols, TORCH), tensors)
+
+
+def _checked(
+    program: Program, code: Code, arrays: Mapping[str, Any]
+) -> tuple[Code, Callable[[], object]] | None:
+    """`code`'s call on `arrays` once it has run, or None where the library cannot run it
+    (dtypes and ops it lacks, or code the writer got wrong)."""
     try:
-        tensors = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in inputs.items()}
-        call = compiled(code, tensors)
-        with torch.inference_mode():
-            call()
-    except (TypeError, RuntimeError, ValueError) as exc:  # dtypes and ops torch lacks
-        log.info("no torch baseline for %s: %s", program.name, exc)
+        call = compiled(code, arrays)
+        call()
+    except (TypeError, RuntimeError, ValueError, IndexError) as exc:
+        log.warning("no %s baseline for %s: %s", code.dialect, program.name, exc)
         return None
     return code, call
 
