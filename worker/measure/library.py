@@ -23,7 +23,8 @@ from threadpoolctl import threadpool_limits
 from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.ir import Program
 from tunehub.worker.backend import Baseline
-from tunehub.worker.measure.expression import NUMPY, TORCH, Code, render
+from tunehub.worker.measure.expression import NUMPY, Code, render
+from tunehub.worker.measure.torch_ops import render_torch
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,8 @@ def compiled(code: Code, inputs: Mapping[str, Any]) -> Callable[[], object]:
 def _namespace(dialect: str) -> dict[str, Any]:
     """The modules the code names: numpy's erf is scipy's where scipy is installed."""
     if dialect == "torch":
-        return {"torch": importlib.import_module("torch")}
+        torch = importlib.import_module("torch")
+        return {"torch": torch, "F": torch.nn.functional}
     import ml_dtypes
 
     try:
@@ -91,7 +93,7 @@ def _torch_call(
         torch = importlib.import_module("torch")
     except ImportError:
         return None
-    code = render(program, symbols, TORCH)
+    code = render_torch(program, symbols)
     try:
         tensors = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in inputs.items()}
         call = compiled(code, tensors)
