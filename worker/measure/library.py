@@ -4,7 +4,8 @@ threads as the kernels get, timed as kernels are. A tuned kernel is worth using 
 beats what the user already has; every CPU tuning reports the ratio, and `tune --verbose`
 prints the code so that a user can time it.
 
-The code is `worker.measure.expression`'s; each library's batches alternate with the others',
+The code is `worker.measure.expression`'s (torch's own ops where `worker.measure.torch_ops`
+finds one); each library's batches alternate with the others',
 so that a machine's load weighs on all of them alike.
 """
 
