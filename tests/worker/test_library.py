@@ -191,3 +191,19 @@ def test_transposed_batched_padded_and_einsum_code_computes_the_outputs(name: st
     shown = compiled(render(program, symbols, NUMPY), inputs)()
     expected = evaluate(program, inputs, symbols)[program.outputs[0]]
     np.testing.assert_allclose(np.asarray(shown), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_a_chain_no_op_expresses_is_the_translated_code() -> None:
+    torch = pytest.importorskip("torch")
+    # softmax's form, but its maximum is a column's: no torch.softmax computes that
+    document = _rows(
+        ("m", "X[k % 4, i]", "max"),
+        ("s", "exp(X[i, k] - m[i])", "sum"),
+        ("Y", "exp(X[i, j] - m[i]) / s[i]", None),
+    )
+    program = load(document)
+    code = render_torch(program, {})
+    assert "softmax" not in code.text
+    inputs = random_inputs(program, {}, seed=0)
+    shown = compiled(code, {n: torch.from_numpy(a) for n, a in inputs.items()})()
+    np.testing.assert_allclose(shown.numpy(), evaluate(program, inputs, {})["Y"], rtol=1e-5)

@@ -87,17 +87,15 @@ def _as_op(program: Program, symbols: dict[str, int]) -> str | None:
         if not op.startswith("F.rms_norm") or _has_rms_norm():
             code = op.replace("EPS", match.group("eps") if "EPS" in form else "")
             return _named(code.replace("(N,)", f"({row},)"), names)
-    return _activation(text, {"T0": "T0"}, names)
+    return _activation(text, {"T0": names["T0"]}) if "T0" in names else None
 
 
-def _activation(
-    text: str, values: dict[str, str], names: dict[str, str] | None = None
-) -> str | None:
+def _activation(text: str, values: dict[str, str]) -> str | None:
     """torch's activation of one of `values` (written form -> torch code) where `text` is one."""
     for z, value in values.items():
         for form, op in _ACTIVATIONS.items():
             if text == form.replace("Z", z):
-                return _named(op.replace("Z", value), names or {})
+                return op.replace("Z", value)
     return None
 
 
