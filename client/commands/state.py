@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
 
 import click
 
@@ -17,6 +17,7 @@ from tunehub.client.commands.common import (
     LOCAL_DB_HELP,
     SERVER_ENV,
     TOKEN_ENV,
+    CliError,
     UserError,
     connect,
     local_sessions,
@@ -78,30 +79,65 @@ class Source(Protocol):
 
 @contextmanager
 def open_source(server: str | None, token: str | None, db_url: str | None) -> Iterator[Source]:
-    """The server named, else the local database; which one is said on stderr (unless the
-    command line named it)."""
+    """The server named, else the local database; which one is said on stderr once it has
+    answered (unless the command line named it), or in the error where it fails."""
     if server is not None:
         if db_url is not None:
             raise UserError("--db names a local database: leave it out with --server")
         from click.core import ParameterSource
 
-        with connect(server, token) as client:
-            source = click.get_current_context().get_parameter_source("server")
-            if source == ParameterSource.ENVIRONMENT:  # named on the command line: known
-                click.echo(f"reading server {server} (${SERVER_ENV})", err=True)
-            yield _Remote(client, f"server {server}")
+        source = click.get_current_context().get_parameter_source("server")
+        named = source != ParameterSource.ENVIRONMENT  # on the command line: known
+        note = "" if named else f"reading server {server} (${SERVER_ENV})"
+        try:
+            with connect(server, token) as client:
+                yield cast("Source", _Said(_Remote(client, f"server {server}"), note))
+        except CliError as exc:
+            if named:
+                raise
+            message = _naming(exc.message, server, f"server {server}", f"${SERVER_ENV}")
+            raise type(exc)(message) from exc
         return
     from tunehub.server.db.session import session_scope
     from tunehub.server.errors import ServiceError
 
     url = local_url(db_url)
     sessions = local_sessions(url)
-    click.echo(f"reading local database {url} (no --server, no ${SERVER_ENV})", err=True)
+    where, why = f"local database {url}", f"no --server, no ${SERVER_ENV}"
     try:
         with session_scope(sessions) as s:
-            yield _Local(s, f"local database {url}")
-    except (ServiceError, LookupError) as exc:
-        raise UserError(str(exc).strip("'\"")) from exc
+            yield cast("Source", _Said(_Local(s, where), f"reading {where} ({why})"))
+    except (ServiceError, LookupError, UserError) as exc:
+        message = exc.message if isinstance(exc, UserError) else str(exc).strip("'\"")
+        raise UserError(_naming(message, url, where, why)) from exc
+
+
+def _naming(message: str, name: str, where: str, why: str) -> str:
+    """An error's `message` naming the source read (`name`, the `where`) and why that one,
+    on its one line."""
+    return f"{message} ({why})" if name in message else f"{message} (in the {where}, {why})"
+
+
+class _Said:
+    """A source that says which one it is on stderr once it has answered, so that a lookup
+    that fails is one line: the error, naming the source."""
+
+    def __init__(self, source: object, note: str) -> None:
+        self.source, self.note = source, note
+
+    def __getattr__(self, name: str) -> Any:
+        answer = getattr(self.source, name)
+        if not callable(answer):
+            return answer
+
+        def said(*args: Any, **kwargs: Any) -> Any:
+            result = answer(*args, **kwargs)
+            if self.note:
+                click.echo(self.note, err=True)
+                self.note = ""
+            return result
+
+        return said
 
 
 class _Remote:

@@ -93,8 +93,9 @@ def test_a_missing_kernel_names_the_symbol_values_tuned(tuned: Tuned) -> None:
     assert "(M=8)" in done.stderr and not out.exists()
     missing = _here("status", 999, "--db", tuned.url)
     assert missing.returncode == 2
-    assert (
-        missing.stderr.splitlines()[-1] == f"error: no tuning 999 in the local database {tuned.url}"
+    assert missing.stderr == (  # one line: the error names the database read
+        f"error: no tuning 999 in the local database {tuned.url}"
+        " (no --server, no $TUNEHUB_SERVER)\n"
     )
 
 
@@ -108,8 +109,9 @@ def test_cancel_stops_a_local_tuning_once(tmp_path: Path) -> None:
     assert status["status"] == "cancelled"
     again = _here("cancel", tuning_id, "--db", url)
     assert again.returncode == 2
-    assert (
-        again.stderr.splitlines()[-1] == f"error: tuning {tuning_id} has already ended (cancelled)"
+    assert again.stderr == (
+        f"error: tuning {tuning_id} has already ended (cancelled) (in the local database {url},"
+        " no --server, no $TUNEHUB_SERVER)\n"
     )
 
 
@@ -141,6 +143,10 @@ def test_list_and_cancel_a_servers_tuning(server: tuple[str, str]) -> None:
     assert [(t["tuning"], t["status"]) for t in json.loads(listed.stdout)] == [
         (tuning_id, "queued")
     ]
+    argv = tunehub_argv("status", 999)
+    missing = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1 and f"server {api}, $TUNEHUB_SERVER)" in missing.stderr
     done = run_tunehub("cancel", tuning_id, "--server", api, "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "cancelled"

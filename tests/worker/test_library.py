@@ -17,6 +17,7 @@ from tunehub.compiler.program import load
 from tunehub.compiler.reference import evaluate
 from tunehub.worker.measure.expression import NUMPY, render
 from tunehub.worker.measure.library import compiled, library_baselines, median_call_s
+from tunehub.worker.measure.torch_ops import render_torch
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 F32 = np.float32
@@ -119,7 +120,65 @@ def test_torch_is_timed_beside_numpy_where_installed() -> None:
     baselines = library_baselines(program, {}, 1)
     assert sorted(b.library for b in baselines) == ["numpy", "torch"]
     torch_code = next(b.code for b in baselines if b.library == "torch")
-    assert torch_code == "acc = A @ B\nout = torch.clamp(acc + bias, min=0.0)"
+    assert torch_code == "out = torch.relu(torch.addmm(bias, A, B))"
+
+
+def _rows(*computes: tuple[str, str, str | None], inputs: str = "X") -> str:
+    """A signature over rows of 8 (`computes`: name, expression, reduction over `k` or None;
+    one reading `j` has axes i, j, one reading only `i` is a row reduction)."""
+    shapes = {"X": [4, 8], "A": [4, 8], "B": [8, 8], "b": [8]}
+    decls = [
+        {"name": n, "axes": ["i", "j"], "shape": [4, 8]}
+        if "j" in e
+        else {"name": n, "axes": ["i"], "shape": [4]}
+        for n, e, _ in computes
+    ]
+    for decl, (_, e, op) in zip(decls, computes, strict=True):
+        decl |= {"dtype": "float32", "expr": e} | (
+            {"reduce": {"op": op, "axes": {"k": 8}}} if op else {}
+        )
+    tensors = [{"name": t, "shape": shapes[t], "dtype": "float32"} for t in inputs.split()]
+    return json.dumps(
+        {"version": 1, "name": "rows", "inputs": tensors, "computes": decls, "outputs": ["Y"]}
+    )
+
+
+ACT = "0.5 * Z * (1.0 + tanh(0.7978845608 * (Z + 0.044715 * Z * Z * Z)))"
+TORCH_OPS = {
+    "torch.log_softmax(X, dim=-1)": _rows(
+        ("m", "X[i, k]", "max"),
+        ("s", "exp(X[i, k] - m[i])", "sum"),
+        ("Y", "X[i, j] - m[i] - log(s[i])", None),
+    ),
+    "F.rms_norm(X, (8,), eps=1e-06)": _rows(
+        ("s", "X[i, k] * X[i, k]", "sum"), ("Y", "X[i, j] * rsqrt(s[i] / 8.0 + 1e-6)", None)
+    ),
+    "F.gelu(X, approximate='tanh')": _rows(("Y", ACT.replace("Z", "X[i, j]"), None)),
+    "F.silu(X)": _rows(("Y", "X[i, j] / (1.0 + exp(-X[i, j]))", None)),
+    "torch.sigmoid(F.linear(A, B, b))": _rows(
+        ("acc", "A[i, k] * B[j, k]", "sum"),
+        ("Y", "sigmoid(acc[i, j] + b[j])", None),
+        inputs="A B b",
+    ),
+}
+
+
+# torch has no unsigned shift on CPU: the int4 linear gets no torch baseline
+@pytest.mark.parametrize("name", [*(c for c in CASES if c != "int4_linear"), *TORCH_OPS])
+def test_the_torch_code_is_torchs_op_and_computes_the_outputs(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    document = CASES[name][0] if name in CASES else TORCH_OPS[name]
+    program = load(document)
+    inputs = random_inputs(program, {}, seed=0)
+    code = render_torch(program, {})
+    if name in TORCH_OPS:
+        assert code.text == f"Y = {name}"
+    tensors = {n: torch.from_numpy(np.ascontiguousarray(a)) for n, a in inputs.items()}
+    (shown,) = (compiled(code, tensors)(),)
+    expected = evaluate(program, inputs, {})[program.outputs[0]]
+    np.testing.assert_allclose(
+        shown.double().numpy(), expected.astype(np.float64), rtol=2e-2, atol=2e-2
+    )
 
 
 # Attention's scores with q and k both read out of one packed projection (GPT-2's qkv): both
@@ -155,3 +214,19 @@ def test_transposed_batched_padded_and_einsum_code_computes_the_outputs(name: st
     shown = compiled(render(program, symbols, NUMPY), inputs)()
     expected = evaluate(program, inputs, symbols)[program.outputs[0]]
     np.testing.assert_allclose(np.asarray(shown), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_a_chain_no_op_expresses_is_the_translated_code() -> None:
+    torch = pytest.importorskip("torch")
+    # softmax's form, but its maximum is a column's: no torch.softmax computes that
+    document = _rows(
+        ("m", "X[k % 4, i]", "max"),
+        ("s", "exp(X[i, k] - m[i])", "sum"),
+        ("Y", "exp(X[i, j] - m[i]) / s[i]", None),
+    )
+    program = load(document)
+    code = render_torch(program, {})
+    assert "softmax" not in code.text
+    inputs = random_inputs(program, {}, seed=0)
+    shown = compiled(code, {n: torch.from_numpy(a) for n, a in inputs.items()})()
+    np.testing.assert_allclose(shown.numpy(), evaluate(program, inputs, {})["Y"], rtol=1e-5)

@@ -47,6 +47,7 @@ class Dialect:
     clip: str
     repeat: str  # each element `n` times along dimension `d` of `x`
     einsum_options: str
+    matmul: str  # the (batched) matrix product of `a` and `b`
 
     def cast(self, text: str, dtype: str) -> str:
         if self.name == "torch":
@@ -84,6 +85,7 @@ NUMPY = Dialect(
     "np.clip",
     "np.repeat({x}, {n}, axis={d})",
     ", optimize=True",
+    "{a} @ {b}",
 )
 TORCH = Dialect(
     "torch",
@@ -105,6 +107,7 @@ TORCH = Dialect(
     "torch.clamp",
     "{x}.repeat_interleave({n}, dim={d})",
     "",
+    "torch.matmul({a}, {b})",
 )
 
 
@@ -138,6 +141,27 @@ def render(program: Program, symbols: dict[str, int], dialect: Dialect = NUMPY) 
         lines += [*writer.prelude, f"{compute.name} = {value}"]
         shared += writer.parts
     return Code(dialect.name, tuple(_shared(lines, shared)), tuple(program.outputs))
+
+
+def operands(
+    program: Program, compute: Compute, symbols: dict[str, int], dialect: Dialect
+) -> tuple[str, str] | None:
+    """The two matrices whose product `compute` is, in `dialect`, or None where it is no
+    plain matrix product (batched, several axes, a cast result, index arrays)."""
+    names = [t.name for t in program.inputs] + [c.name for c in program.computes]
+    shapes = {name: program.shape_of(name, symbols) for name in names}
+    extents = dict(zip(compute.axes, program.shape_of(compute.name, symbols), strict=True))
+    extents.update((r.name, program.extent(r.extent, symbols)) for r in compute.reduce_axes)
+    plan = plan_contraction(compute, extents, exact=False)
+    acc = dtypes.compute_dtype(compute.dtype)
+    if plan is None or plan.batch or acc != compute.dtype or compute.axes != plan.rows + plan.cols:
+        return None
+    if (len(plan.rows), len(plan.cols), len(plan.reduce)) != (1, 1, 1):
+        return None
+    writer = _Writer(dialect, symbols, extents, shapes)
+    lhs = writer.side(plan.lhs, plan.rows + plan.reduce, acc)
+    rhs = writer.side(plan.rhs, plan.reduce + plan.cols, acc)
+    return None if writer.prelude else (lhs, rhs)
 
 
 _ARITHMETIC = ("+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>")
@@ -201,12 +225,12 @@ class _Writer:
 
     def contraction(self, plan: Contraction, compute: Compute) -> str:
         acc = dtypes.compute_dtype(compute.dtype)
-        lhs = self.side(plan.lhs, plan.batch + plan.rows + plan.reduce, acc, "")
+        lhs = self.side(plan.lhs, plan.batch + plan.rows + plan.reduce, acc)
         rhs = self.side(plan.rhs, plan.batch + plan.reduce + plan.cols, acc, "_r")
         out = plan.batch + plan.rows + plan.cols
         simple = len(plan.reduce) == 1 and len(plan.rows) <= 1 and len(plan.cols) <= 1
         if simple and (not plan.batch or (plan.rows and plan.cols)) and compute.axes == out:
-            value = f"{_wrap(lhs)} @ {_wrap(rhs)}"
+            value = self.dialect.matmul.format(a=_wrap(lhs), b=_wrap(rhs))
         else:
             letters = dict(zip(self.extents, string.ascii_letters, strict=False))
             spec = "".join(letters[a] for a in plan.batch + plan.rows + plan.reduce)
@@ -216,7 +240,9 @@ class _Writer:
             value = f"{self.dialect.module}.einsum({spec!r}, {lhs}, {rhs}{options})"
         return value if compute.dtype == acc else self.dialect.cast(value, compute.dtype)
 
-    def side(self, factors: tuple[Expr, ...], axes: tuple[str, ...], acc: str, suffix: str) -> str:
+    def side(
+        self, factors: tuple[Expr, ...], axes: tuple[str, ...], acc: str, suffix: str = ""
+    ) -> str:
         """The product of one side's factors over its own grid, every axis present (its
         index arrays named with `suffix`, as both sides' grids are made before the product)."""
         self.grid, self.uses_grid, self.suffix = axes, False, suffix

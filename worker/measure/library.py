@@ -4,7 +4,8 @@ threads as the kernels get, timed as kernels are. A tuned kernel is worth using 
 beats what the user already has; every CPU tuning reports the ratio, and `tune --verbose`
 prints the code so that a user can time it.
 
-The code is `worker.measure.expression`'s; each library's batches alternate with the others',
+The code is `worker.measure.expression`'s (torch's own ops where `worker.measure.torch_ops`
+finds one); each library's batches alternate with the others',
 so that a machine's load weighs on all of them alike.
 """
 
@@ -23,7 +24,8 @@ from threadpoolctl import threadpool_limits
 from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.ir import Program
 from tunehub.worker.backend import Baseline
-from tunehub.worker.measure.expression import NUMPY, TORCH, Code, render
+from tunehub.worker.measure.expression import NUMPY, Code, render
+from tunehub.worker.measure.torch_ops import render_torch
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,8 @@ def compiled(code: Code, inputs: Mapping[str, Any]) -> Callable[[], object]:
 def _namespace(dialect: str) -> dict[str, Any]:
     """The modules the code names: numpy's erf is scipy's where scipy is installed."""
     if dialect == "torch":
-        return {"torch": importlib.import_module("torch")}
+        torch = importlib.import_module("torch")
+        return {"torch": torch, "F": torch.nn.functional}
     import ml_dtypes
 
     try:
@@ -97,7 +100,7 @@ def _torch_call(
         return None
     tensors = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in inputs.items()}
     with torch.inference_mode():
-        return _checked(program, render(program, symbols, TORCH), tensors)
+        return _checked(program, render_torch(program, symbols), tensors)
 
 
 def _checked(
