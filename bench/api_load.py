@@ -20,6 +20,8 @@ The load comes from `wrk -t2 -c50` (Debian's package `wrk`) when it is on PATH: 
 generator, so the rates are the server's, not the client's. Without it, `--clients` asyncio
 tasks with an httpx client each do the same, far more slowly (the report says which). Loopback
 only: the load generator and the server share this machine's cores, which the report says.
+Every request says `Accept-Encoding: gzip`, as browsers and httpx (the SDK, the CLI) do: the
+server gzips its large kept answers (a live tuning's page) for them.
 Results go to docs/benchmarks/api_load-<date>.md.
 """
 
@@ -60,6 +62,7 @@ WRK_SCRIPT = """
 wrk.method = %(method)s
 wrk.body = %(body)s
 wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept-Encoding"] = "gzip"
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
@@ -343,7 +346,8 @@ def main() -> None:
                 stack.stop()
 
     driver = (
-        f"`wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s` (wrk, Debian package)"
+        f"`wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s` (wrk, Debian package; "
+        "`Accept-Encoding: gzip`, as browsers send)"
         if use_wrk
         else f"{args.connections} asyncio clients (httpx, a keep-alive connection each; "
         "no wrk on this machine)"
