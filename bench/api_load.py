@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -237,7 +237,9 @@ def live_trials_done(url: str, tuning_id: int) -> tuple[str, int]:
 def scenarios(key: str, target: str, task: dict[str, Any], live: int) -> list[Scenario]:
     return [
         Scenario("GET /healthz", "GET", "/healthz"),
-        Scenario(BEST, "GET", f"/v1/workloads/{key}/best?target={target}"),
+        # Quoted: a target with features (`cpu:x86_64-avx512+avx512_vnni`) has `+`, a space
+        # in a query string.
+        Scenario(BEST, "GET", f"/v1/workloads/{key}/best?target={quote(target, safe=':')}"),
         Scenario(
             "POST /v1/workloads/best",
             "POST",
