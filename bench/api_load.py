@@ -20,6 +20,8 @@ The load comes from `wrk -t2 -c50` (Debian's package `wrk`) when it is on PATH: 
 generator, so the rates are the server's, not the client's. Without it, `--clients` asyncio
 tasks with an httpx client each do the same, far more slowly (the report says which). Loopback
 only: the load generator and the server share this machine's cores, which the report says.
+Every request says `Accept-Encoding: gzip`, as browsers and httpx (the SDK, the CLI) do: the
+server gzips its large kept answers (a live tuning's page) for them.
 Results go to docs/benchmarks/api_load-<date>.md.
 """
 
@@ -39,7 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -60,6 +62,7 @@ WRK_SCRIPT = """
 wrk.method = %(method)s
 wrk.body = %(body)s
 wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept-Encoding"] = "gzip"
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
@@ -234,7 +237,9 @@ def live_trials_done(url: str, tuning_id: int) -> tuple[str, int]:
 def scenarios(key: str, target: str, task: dict[str, Any], live: int) -> list[Scenario]:
     return [
         Scenario("GET /healthz", "GET", "/healthz"),
-        Scenario(BEST, "GET", f"/v1/workloads/{key}/best?target={target}"),
+        # Quoted: a target with features (`cpu:x86_64-avx512+avx512_vnni`) has `+`, a space
+        # in a query string.
+        Scenario(BEST, "GET", f"/v1/workloads/{key}/best?target={quote(target, safe=':')}"),
         Scenario(
             "POST /v1/workloads/best",
             "POST",
@@ -343,7 +348,8 @@ def main() -> None:
                 stack.stop()
 
     driver = (
-        f"`wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s` (wrk, Debian package)"
+        f"`wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s` (wrk, Debian package; "
+        "`Accept-Encoding: gzip`, as browsers send)"
         if use_wrk
         else f"{args.connections} asyncio clients (httpx, a keep-alive connection each; "
         "no wrk on this machine)"

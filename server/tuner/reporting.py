@@ -4,7 +4,6 @@ show it, read from the database.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from tunehub.compiler.space.space import Config, Space
 from tunehub.schemas.record import RecordStatus, TuningStatus
 from tunehub.schemas.target import Target
 from tunehub.server.best import best_record
+from tunehub.server.db.counts import count_tuning_records_by_status
 from tunehub.server.db.records import list_records
 from tunehub.server.db.tunings import get_tuning
 from tunehub.server.db.workloads import get_workload
@@ -76,17 +76,23 @@ def summarize(s: Session, tuning_id: int) -> TuningSummary:
     tuning = get_tuning(s, tuning_id)
     if tuning is None:
         raise LookupError(f"no tuning {tuning_id}")
-    records = list_records(s, tuning_id=tuning_id, limit=None)
-    failures = Counter(str(r.status) for r in records if r.status != RecordStatus.OK)
+    # Counted and looked up in the database, not by loading every record: the dashboard's
+    # live page summarizes a running tuning after each batch.
+    first = list_records(s, tuning_id=tuning_id, limit=1)
+    failures = {
+        str(status): n
+        for status, n in count_tuning_records_by_status(s, tuning_id).items()
+        if status != RecordStatus.OK
+    }
     # Records name the complete target the tuning resolved to; take it from them.
-    target = records[0].target if records else tuning.target
+    target = first[0].target if first else tuning.target
     symbols = dict(tuning.symbols)
     workload = get_workload(s, tuning.workload_key)
     assert workload is not None  # a foreign key
     program = load(workload.signature)
     best = best_record(s, workload_key=tuning.workload_key, target=target, symbols=symbols)
     baseline = None
-    if records:
+    if first:
         naive = space_for(program, Target.parse(target)).naive()
         baseline = _latency_of(s, tuning.workload_key, target, symbols, naive)
     return TuningSummary(
@@ -120,6 +126,7 @@ def _latency_of(
         target=target,
         symbols=symbols,
         status=RecordStatus.OK,
-        limit=None,
+        config_key=key,
+        limit=1,
     )
-    return next((r.latency_s for r in ok if r.config_key == key), None)
+    return ok[0].latency_s if ok else None

@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from markupsafe import Markup, escape
+
 from tunehub.server.ui.format import latency
 
 WIDTH, HEIGHT = 640, 260
@@ -53,6 +55,17 @@ class Chart:
     x_ticks: tuple[Tick, ...]
     y_ticks: tuple[Tick, ...]
     plot: tuple[int, int, int, int]  # the plot area: left, top, right, bottom
+
+    # The dots as SVG markup, made here rather than by a template loop: a long tuning has
+    # thousands, and its live page is drawn again after every batch (a loop in the template
+    # cost more than everything else the page does).
+    @property
+    def sample_dots(self) -> Markup:
+        return _dots(self.samples, "sample", "2")
+
+    @property
+    def best_dots(self) -> Markup:
+        return _dots(self.best, "best", "2.5")
 
 
 def best_so_far(latencies: Sequence[float | None]) -> list[float | None]:
@@ -121,6 +134,17 @@ def curve(
         _x_ticks(x_max, left, right, x_format),
         y_ticks,
         (left, top, right, bottom),
+    )
+
+
+def _dots(points: Sequence[Point], css_class: str, radius: str) -> Markup:
+    """A circle per point with its title (escaped) as a tooltip."""
+    return Markup(
+        "".join(
+            f'<circle class="{css_class}" cx="{p.x}" cy="{p.y}" r="{radius}">'
+            f"<title>{escape(p.title)}</title></circle>\n"
+            for p in points
+        )
     )
 
 

@@ -4,9 +4,10 @@ query per row."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import Row, func, select
+from sqlalchemy.orm import Session, aliased, load_only
 
 from tunehub.schemas.record import RecordStatus
 from tunehub.server.db.models import Record, Workload
@@ -55,3 +56,44 @@ def record_targets(s: Session, key: str) -> list[str]:
     """Every target the workload has records on, sorted."""
     query = select(Record.target).where(Record.workload_key == key).distinct()
     return sorted(s.scalars(query))
+
+
+def trials(
+    s: Session, tuning_id: int
+) -> list[Row[tuple[int, RecordStatus, float | None, datetime]]]:
+    """Each record of the tuning in order, as its charts need it (id, status, latency, time):
+    four columns, not whole rows with their JSON, for a page that a running tuning's pollers
+    read again after every batch."""
+    query = (
+        select(Record.id, Record.status, Record.latency_s, Record.created_at)
+        .where(Record.tuning_id == tuning_id)
+        .order_by(Record.id)
+    )
+    return list(s.execute(query))
+
+
+def newest_records(s: Session, tuning_id: int, last_id: int, limit: int) -> list[Record]:
+    """The tuning's newest `limit` records up to id `last_id`, newest first (a batch stored
+    since its trials were read is left for the next page), with only the fields a row shows
+    (not the features, timings and machine, JSON to decode)."""
+    shown = load_only(
+        Record.target,
+        Record.symbols_key,
+        Record.status,
+        Record.latency_s,
+        Record.config,
+        Record.build_time_s,
+        Record.max_error,
+        Record.error_log,
+        Record.artifact_sha256,
+        Record.created_at,
+        raiseload=True,
+    )
+    query = (
+        select(Record)
+        .options(shown)
+        .where(Record.tuning_id == tuning_id, Record.id <= last_id)
+        .order_by(Record.id.desc())
+        .limit(limit)
+    )
+    return list(s.scalars(query))

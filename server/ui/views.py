@@ -22,7 +22,7 @@ from tunehub.schemas.target import Target
 from tunehub.server.best import dispatch_table
 from tunehub.server.db.counts import count_tunings_by_status
 from tunehub.server.db.models import Record, Tuning, Workload
-from tunehub.server.db.records import get_records, list_records
+from tunehub.server.db.records import get_records
 from tunehub.server.db.tunings import ACTIVE_TUNING_STATUSES, list_tunings
 from tunehub.server.db.workloads import list_workloads
 from tunehub.server.stalls import Stalls, stalled_reasons
@@ -204,22 +204,22 @@ def tuning_page(
     and its newest records."""
     now = now or datetime.now(UTC)
     summary = summarize(s, tuning.id)
-    records = list_records(s, tuning_id=tuning.id, limit=None)
-    start = tuning.started_at or (records[0].created_at if records else tuning.created_at)
+    trials = queries.trials(s, tuning.id)
+    start = tuning.started_at or (trials[0].created_at if trials else tuning.created_at)
     end = tuning.finished_at or (now if _is_active(tuning) else None)
-    latencies = [r.latency_s if r.status == RecordStatus.OK else None for r in records]
+    latencies = [t.latency_s if t.status == RecordStatus.OK else None for t in trials]
     baselines = []
     if summary.baseline_latency_s is not None:
         baselines.append(("naive", summary.baseline_latency_s))
     by_trial = curve(
-        [float(i) for i in range(1, len(records) + 1)],
+        [float(i) for i in range(1, len(trials) + 1)],
         latencies,
         x_label="trial",
         x_format=lambda x: f"{x:.0f}",
         baselines=baselines,
     )
     by_time = curve(
-        [max(0.0, (r.created_at - start).total_seconds()) for r in records],
+        [max(0.0, (t.created_at - start).total_seconds()) for t in trials],
         latencies,
         x_label="wall time since the tuning started",
         x_format=format.duration,
@@ -229,7 +229,7 @@ def tuning_page(
     speedup = None
     if best and summary.baseline_latency_s:
         speedup = f"{summary.baseline_latency_s / best:.3g}x"
-    newest = list(enumerate(records, 1))[::-1][:RECORDS_SHOWN]
+    newest = queries.newest_records(s, tuning.id, trials[-1].id, RECORDS_SHOWN) if trials else []
     return TuningPage(
         tuning=tuning_rows(s, [tuning], stalls)[0],
         active=_is_active(tuning),
@@ -241,8 +241,8 @@ def tuning_page(
         failures=summary.failures,
         by_trial=by_trial,
         by_time=by_time,
-        records=[_record_row(r, trial) for trial, r in newest],
-        records_total=len(records),
+        records=[_record_row(r, len(trials) - i) for i, r in enumerate(newest)],
+        records_total=len(trials),
     )
 
 

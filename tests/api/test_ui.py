@@ -24,6 +24,7 @@ from tunehub.server.db import records
 from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import create_tuning, update_tuning
 from tunehub.server.db.workloads import upsert_workload
+from tunehub.server.ui import views
 from tunehub.worker.device import cpu_isa
 
 TARGET = "cpu:x86_64-avx2"
@@ -273,3 +274,17 @@ def test_a_page_runs_as_many_queries_for_many_rows_as_for_few(make_client: MakeC
     many_records = _tuning(client, signature(names[0]), more=20)
     assert {path: _statements(client, path) for path in few} == few
     assert _statements(client, f"/ui/tunings/{many_records}") == few_records
+
+
+def test_a_long_tuning_shows_its_newest_records_numbered_and_every_trial_charted(
+    client: TestClient,
+) -> None:
+    tuning_id = _tuning(client, signature(), more=views.RECORDS_SHOWN)
+    page = client.get(f"/ui/tunings/{tuning_id}").text
+    total = views.RECORDS_SHOWN + 3
+    assert f"({total}, newest {views.RECORDS_SHOWN} shown)" in page
+    trials = [int(n) for n in re.findall(r'<td class="when">(\d+) <span', page)]
+    assert trials == list(range(total, 3, -1))  # newest first, the first three left out
+    assert re.findall(r'data-points="(\d+)"', page) == [str(total)] * 2
+    assert page.count('<circle class="sample"') == 2 * (total - 1)  # the failure has no dot
+    assert re.search(r"compile_error</span> 1\b", page)

@@ -6,6 +6,7 @@ else within the TTL; never to a caller the route would refuse."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ from tests.api.conftest import MakeClient
 from tests.api.data import make_token, sessions, signature
 from tests.faults.conftest import Service, submit, wait_for
 from tunehub.schemas.api import Scope
-from tunehub.server.api.status_path import StatusFastPath
+from tunehub.server.api.status_path import GZIP_MIN_BYTES, StatusFastPath
 from tunehub.server.db.session import session_scope
 from tunehub.server.db.tunings import update_tuning
 from tunehub.server.generations import BestGenerations
@@ -191,3 +192,26 @@ def test_requests_meanwhile_get_the_stale_answer_while_it_is_read_again(
 
 async def _nothing() -> dict[str, Any]:
     return {"type": "http.disconnect"}
+
+
+def test_a_large_kept_answer_goes_gzipped_to_who_accepts_gzip(make_client: MakeClient) -> None:
+    client = make_client(status_cache_ttl_s=3600)
+    tuning_id = _tuning(client)["id"]
+    _kept(client, tuning_id)
+    path = f"/ui/tunings/{tuning_id}"
+    first = client.get(path, headers={"accept-encoding": "identity"})
+    assert first.status_code == 200 and len(first.content) >= GZIP_MIN_BYTES
+    for accepted in ("gzip", "br;q=1.0, gzip;q=0.5", "*"):
+        with client.stream("GET", path, headers={"accept-encoding": accepted}) as kept:
+            raw = b"".join(kept.iter_raw())
+        assert kept.headers["content-encoding"] == "gzip", accepted
+        assert kept.headers["vary"] == "Accept-Encoding"
+        assert int(kept.headers["content-length"]) == len(raw) < len(first.content) / 2
+        assert gzip.decompress(raw) == first.content
+    for refused in ("identity", "gzip;q=0", "deflate"):
+        plain = client.get(path, headers={"accept-encoding": refused})
+        assert "content-encoding" not in plain.headers, refused
+        assert plain.content == first.content
+    # A small answer (a tuning's JSON view) goes as it is.
+    small = client.get(f"/v1/tunings/{tuning_id}", headers={"accept-encoding": "gzip"})
+    assert "content-encoding" not in small.headers
