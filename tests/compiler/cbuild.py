@@ -28,6 +28,7 @@ from tunehub.compiler.verify import compare
 from tunehub.schemas.target import Target
 from tunehub.targets.cpu.build import BASE_FLAGS, isa_flags
 from tunehub.targets.cpu.isa import VECTOR_BYTES
+from tunehub.targets.cpu.runtime import allow_tiles
 from tunehub.worker.device import can_run, cpu_isa
 
 # Kernels that tests run are lowered for this machine's ISA (or a lower one, with
@@ -66,6 +67,7 @@ def build(kernel: Kernel, isa: str | None = None) -> ctypes.CDLL:
     isa = isa or HOST.isa
     assert can_run(isa), f"this {HOST.isa} host cannot run {isa} code"
     lib = compile_for(kernel, isa)
+    allow_tiles()  # as `load_kernel` does: an AMX kernel's first tile instruction needs it
     if str(lib) not in _LIBS:
         _LIBS[str(lib)] = ctypes.CDLL(str(lib))
     note_isa("ran", isa)
