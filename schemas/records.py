@@ -18,6 +18,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstrai
 
 from tunehub.schemas.api import SHA256_PATTERN
 from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import TARGET_LENGTH
 from tunehub.schemas.text import FreeText, JsonObject, Label, LabelKey
 
 FORMAT = "tunehub-records"  # as `HeaderLine.format`
@@ -56,7 +57,7 @@ class ArtifactLine(_Line):
 class RecordLine(_Line):
     type: Literal["record"] = "record"
     workload_key: Sha256
-    target: Label = Field(max_length=64)
+    target: Label = Field(max_length=TARGET_LENGTH)
     device: Label = Field(max_length=255)
     driver: Label | None = Field(max_length=64)
     toolkit: Label | None = Field(max_length=64)

@@ -40,6 +40,10 @@ CPU_FEATURES = (
     "amx_int8",
 )
 
+# The longest target text stored or accepted: a CPU ISA with every feature is 89 characters
+# (`cpu:x86_64-avx512+avx_vnni+...+amx_int8`), past the 64 that targets once had.
+TARGET_LENGTH = 255
+
 
 @dataclass(frozen=True)
 class TargetKind:

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from tunehub.schemas.api import DEFAULT_PAGE_SIZE, MAX_ID, MAX_PAGE_SIZE, SHA256_PATTERN
-from tunehub.schemas.target import Target
+from tunehub.schemas.target import TARGET_LENGTH, Target
 from tunehub.schemas.text import Label
 from tunehub.server.api.metrics import Metrics
 from tunehub.server.api.verifier import TokenVerifier
@@ -131,13 +131,13 @@ def _parse_target(text: str) -> Target:
 
 
 def required_target(
-    target: Annotated[str, Query(max_length=64, description=TARGET_HELP)],
+    target: Annotated[str, Query(max_length=TARGET_LENGTH, description=TARGET_HELP)],
 ) -> Target:
     return _parse_target(target)
 
 
 def optional_target(
-    target: Annotated[str | None, Query(max_length=64, description=TARGET_HELP)] = None,
+    target: Annotated[str | None, Query(max_length=TARGET_LENGTH, description=TARGET_HELP)] = None,
 ) -> Target | None:
     return None if target is None else _parse_target(target)
 

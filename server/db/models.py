@@ -35,6 +35,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from tunehub.schemas.api import Scope
 from tunehub.schemas.record import UNKNOWN_DEVICE, RecordStatus, TuningStatus
+from tunehub.schemas.target import TARGET_LENGTH
 
 # Named constraints, so later migrations (SQLite batch mode included) can refer to them by name.
 NAMING_CONVENTION = {
@@ -108,7 +109,7 @@ class TuningGroup(Base):
     __tablename__ = "tuning_groups"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    target: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(TARGET_LENGTH))
     strategy: Mapped[str] = mapped_column(String(64))
     trials_requested: Mapped[int] = mapped_column(Integer)  # the budget all members share
     time_limit_s: Mapped[float | None] = mapped_column(Double)  # wall-clock budget, if any
@@ -123,7 +124,7 @@ class Tuning(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     workload_key: Mapped[str] = mapped_column(ForeignKey("workloads.key"))
-    target: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(TARGET_LENGTH))
     symbols: Mapped[dict[str, Any]] = mapped_column(JSONType)
     symbols_key: Mapped[str] = mapped_column(Text)  # canonical JSON of `symbols`, for lookups
     trials_requested: Mapped[int] = mapped_column(Integer)
@@ -160,7 +161,7 @@ class Record(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     workload_key: Mapped[str] = mapped_column(ForeignKey("workloads.key"))
-    target: Mapped[str] = mapped_column(String(64))  # always complete, e.g. `cuda:sm_90`
+    target: Mapped[str] = mapped_column(String(TARGET_LENGTH))  # always complete, e.g. `cuda:sm_90`
     symbols_key: Mapped[str] = mapped_column(Text)
     tuning_id: Mapped[int | None] = mapped_column(ForeignKey("tunings.id"), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSONType)
@@ -230,7 +231,7 @@ class StoredCostModel(Base):
     __tablename__ = "cost_models"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    target: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(TARGET_LENGTH))
     feature_version: Mapped[int] = mapped_column(Integer)
     n_train: Mapped[int] = mapped_column(Integer)
     blob: Mapped[bytes] = mapped_column(LargeBinary)

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, MetaData, inspect, text
 
 from tunehub.compiler.space.space import Space
 from tunehub.schemas.record import RecordStatus
+from tunehub.schemas.target import CPU_FEATURES
 from tunehub.server.best import best_for_device
 from tunehub.server.db.groups import create_group
 from tunehub.server.db.models import Base
@@ -52,8 +53,9 @@ def _schema_diff(engine: Engine, metadata: MetaData) -> list[Any]:
         return list(compare_metadata(MigrationContext.configure(connection), metadata))
 
 
-# What revisions 0006, 0007 and 0008 add; the tests of older revisions expect it missing.
-_ADDED_BY_0008 = {"write_probes"}
+# What revisions 0006 to 0009 add; the tests of older revisions expect it missing.
+_TARGET_LENGTH = "target length"  # 0009: every table's target column at 255 characters
+_ADDED_BY_0008 = {"write_probes", _TARGET_LENGTH}
 _ADDED_BY_0007 = {"ix_records_artifact", *_ADDED_BY_0008}
 _ADDED_BY_0006 = {
     "device",
@@ -225,7 +227,10 @@ def _missing(engine: Engine) -> set[str]:
     (nothing else may differ)."""
     names = set()
     for diff in _schema_diff(engine, Base.metadata):
-        if diff[0] in ("add_table", "add_index"):
+        if isinstance(diff, list):  # a column's changes
+            assert [(d[0], d[3]) for d in diff] == [("modify_type", "target")], diff
+            names.add(_TARGET_LENGTH)
+        elif diff[0] in ("add_table", "add_index"):
             names.add(diff[1].name)
         else:
             assert diff[0] == "add_column", diff
@@ -355,11 +360,50 @@ def test_write_probes_up_and_down(database_url: str) -> None:
     migrate(database_url, "0008")
     engine = make_engine(database_url)
     try:
-        assert _schema_diff(engine, Base.metadata) == []
+        assert _missing(engine) == {_TARGET_LENGTH}
         with engine.connect() as connection:
             names = connection.execute(text("SELECT name FROM write_probes")).scalars().all()
         assert names == ["readyz"]
         command.downgrade(alembic_config(database_url), "0007")
         assert _missing(engine) == _ADDED_BY_0008
+    finally:
+        engine.dispose()
+
+
+def test_longer_targets_up_and_down(database_url: str) -> None:
+    """0009 widens every `target` column to 255 characters: rows stored before keep their
+    values, a target naming every CPU engine (89 characters) is then stored, and undoing it,
+    once that target is gone, keeps the other rows."""
+    long_target = "cpu:x86_64-avx512+" + "+".join(CPU_FEATURES)
+    assert len(long_target) > 64
+    migrate(database_url, "0008")
+    engine = make_engine(database_url)
+    try:
+        _insert_rows_0002(engine, {})
+        with engine.connect() as connection:
+            before = connection.execute(text(_TUNING_0002)).all()
+        migrate(database_url, "0009")
+        assert _schema_diff(engine, Base.metadata) == []
+        with session_scope(session_factory(engine)) as s:
+            upsert_workload(s, key="cd" * 32, name="w", signature={})
+            tuning = create_tuning(
+                s,
+                workload_key="cd" * 32,
+                target=long_target,
+                symbols={},
+                trials=1,
+                strategy="random",
+            )
+            long_id = tuning.id
+        with engine.begin() as connection:
+            stored = connection.execute(
+                text("SELECT target FROM tunings WHERE id = :id"), {"id": long_id}
+            ).scalar()
+            assert stored == long_target
+            connection.execute(text("DELETE FROM tunings WHERE id = :id"), {"id": long_id})
+        command.downgrade(alembic_config(database_url), "0008")
+        assert _missing(engine) == {_TARGET_LENGTH}
+        with engine.connect() as connection:
+            assert connection.execute(text(_TUNING_0002)).all() == before
     finally:
         engine.dispose()
