@@ -1,11 +1,12 @@
 """GFLOP/s of convolutions and of 16-bit-input matmuls beside the float32 matmul of the same
 FLOPs, each tuned from scratch in one run on the CPU (one thread): the bars of issue 13's
 convolution (>= 70% of the matmul's rate) and 16-bit input (>= 90%) items; and the 512^3
-matmul in float32, bfloat16, float16 and int8 beside torch's own op (issue 33's bars).
+matmul in float32, bfloat16, float16 and int8, and the int4 linear, beside torch's own op
+(issue 33's bars).
 
     python bench/cpu_rates.py                 # 64 trials each
     python bench/cpu_rates.py --trials 32 --only conv3x3
-    python bench/cpu_rates.py --only engines  # the four dtypes beside torch
+    python bench/cpu_rates.py --only engines  # the four dtypes and int4 beside torch
     python bench/cpu_rates.py --only engines --dtypes int8
 
 Each pair is a workload and the matmul doing its arithmetic as a plain GEMM: a 3x3
@@ -18,7 +19,11 @@ output float32 or int32) tuned from scratch on one thread, then timed on one thr
 of them (its `parallel` knob at its largest) beside torch's op on the same threads
 (`torch.matmul`, `torch._int_mm` for int8, whose 16-bit outputs are 16-bit), in rounds that
 time each once in turn, the fastest repeat of each; each row names the kernel's path (a dot
-instruction, or the FMA template) and torch's CPU capability. Results go to
+instruction, AMX tiles, or the FMA template) and torch's CPU capability. `int4` and
+`int4_bf16`: the int4 weight-only linear of seq 32, N = K = 1024 with bfloat16 activations in
+tunehub's own signature layout, its weights dequantized in float32 or rounded to bfloat16 (the
+engines' input), beside `torch.ops.aten._weight_int4pack_mm_for_cpu` on weights in its packed
+layout (float32 dequantize, so it computes the first). Results go to
 docs/benchmarks/cpu_rates-<date>-<isa>.md with the machine and commit.
 """
 
@@ -91,14 +96,72 @@ PAIRS: dict[str, tuple[float, dict[str, dict[str, Any]], dict[str, Any]]] = {
 ENGINE_SIZE = 512
 # dtype -> what the products are summed in
 ENGINE_DTYPES = {"float32": "float32", "bfloat16": "float32", "float16": "float32", "int8": "int32"}
+# The int4 linear of issue 33: seq 32, N = K = 1024, bfloat16 activations; its weights
+# dequantized in float32 (what torch's kernel computes) or rounded to bfloat16 (an engine's
+# input: what a bfloat16 model's dequantize does).
+INT4_SHAPE = (32, 1024, 1024)
+INT4_DEQUANTIZE = {
+    "int4": "float32(int32((W[n, k // 8] >> (4 * (k % 8))) & 15) - 8) * float32(S[n, k // 32])",
+    "int4_bf16": "float32(bfloat16(float32(int32((W[n, k // 8] >> (4 * (k % 8))) & 15) - 8)"
+    " * float32(S[n, k // 32])))",
+}
+ENGINE_CASES = [*ENGINE_DTYPES, *INT4_DEQUANTIZE]
 ROUNDS = 7
+
+
+def int4_linear(name: str) -> dict[str, Any]:
+    """The int4 linear `name` (`INT4_DEQUANTIZE`): 8 nibbles per uint32 along k, zero point
+    8, a bfloat16 scale per 32 k values, the output bfloat16."""
+    m, n, k = INT4_SHAPE
+    return {
+        "name": name,
+        "inputs": [
+            tensor("X", [m, k], "bfloat16"),
+            tensor("W", [n, k // 8], "uint32"),
+            tensor("S", [n, k // 32], "bfloat16"),
+        ],
+        "computes": [
+            {
+                "name": "acc",
+                "axes": ["m", "n"],
+                "shape": [m, n],
+                "dtype": "float32",
+                "reduce": {"op": "sum", "axes": {"k": k}},
+                "expr": f"float32(X[m, k]) * {INT4_DEQUANTIZE[name]}",
+            },
+            {
+                "name": "out",
+                "axes": ["m", "n"],
+                "shape": [m, n],
+                "dtype": "bfloat16",
+                "expr": "bfloat16(acc[m, n])",
+            },
+        ],
+        "outputs": ["out"],
+    }
+
+
+def engine_case(case: str) -> tuple[dict[str, Any], int]:
+    """The signature of an `ENGINE_CASES` entry and its multiply-adds x 2."""
+    if case in INT4_DEQUANTIZE:
+        m, n, k = INT4_SHAPE
+        return int4_linear(case), 2 * m * n * k
+    size = ENGINE_SIZE
+    return typed_matmul(size, case, ENGINE_DTYPES[case], f"matmul_{case}"), 2 * size**3
 
 
 def kernel_path(kernel: Tuned) -> str:
     """The instructions the kernel's register tile runs on (read from its C source)."""
     target = Target(kind="cpu", isa=cpu_isa())
     source = lower(load(kernel.signature), target, kernel.config).source
-    for intrinsic, name in (("dpbf16_ps", "vdpbf16ps"), ("dpbusd", "vpdpbusd")):
+    paths = (
+        ("_tile_dpbf16ps", "AMX tdpbf16ps"),
+        ("_tile_dpbssd", "AMX tdpbssd"),
+        ("_tile_dpbusd", "AMX tdpbusd"),
+        ("dpbf16_ps", "vdpbf16ps"),
+        ("dpbusd", "vpdpbusd"),
+    )
+    for intrinsic, name in paths:
         if intrinsic in source:
             return f"{name} ({target.isa})"
     return f"float32 fmas ({target.isa})"
@@ -118,17 +181,29 @@ def all_threads(kernel: Tuned) -> Tuned:
     return dataclasses.replace(kernel, config=config)
 
 
-def torch_timer(dtype: str, n: int) -> tuple[Any, str]:
-    """A call of torch's own op on an n^3 matmul of `dtype`, and its name."""
+def torch_timer(case: str) -> tuple[Any, str]:
+    """A call of torch's own op on an `ENGINE_CASES` workload, and its name. The int4 cases
+    both run `_weight_int4pack_mm_for_cpu` (its own packed layout, its dequantize in float32,
+    zero points 0), which computes the `int4` signature: it has no bfloat16-rounded form."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
-    if dtype == "int8":
+    if case in INT4_DEQUANTIZE:
+        m, n, k = INT4_SHAPE
+        x = torch.randn(m, k, generator=generator).bfloat16()
+        q = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=generator)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        scales = torch.rand(k // 32, n, generator=generator).bfloat16()
+        scales_zeros = torch.stack([scales, torch.zeros_like(scales)], dim=-1)
+        op = torch.ops.aten._weight_int4pack_mm_for_cpu
+        return (lambda: op(x, packed, 32, scales_zeros)), "_weight_int4pack_mm_for_cpu"
+    n = ENGINE_SIZE
+    if case == "int8":
         a, b = (
             torch.randint(-128, 128, (n, n), dtype=torch.int8, generator=generator) for _ in "ab"
         )
         return (lambda: torch._int_mm(a, b)), "torch._int_mm"
-    a, b = (torch.randn(n, n, generator=generator).to(getattr(torch, dtype)) for _ in "ab")
+    a, b = (torch.randn(n, n, generator=generator).to(getattr(torch, case)) for _ in "ab")
     return (lambda: torch.matmul(a, b)), "torch.matmul"
 
 
@@ -154,22 +229,21 @@ def fastest_repeat(call: Any, repeats: int = 5, min_repeat_s: float = 0.01) -> f
 
 
 def engines(trials: int, chosen: list[str]) -> tuple[list[str], list[str]]:
-    """Issue 33's table: each `chosen` dtype tuned on one thread, then timed beside torch."""
+    """Issue 33's table: each `chosen` case tuned on one thread, then timed beside torch."""
     import torch
 
-    n = ENGINE_SIZE
     capability = torch.backends.cpu.get_cpu_capability()
     lines = [
         f"| inputs | tunehub path | threads | tunehub | torch {torch.__version__} | speed |",
         "|---|---|---|---|---|---|",
     ]
     configs = []
-    for dtype in chosen:
-        acc = ENGINE_DTYPES[dtype]
-        kernel = tune_cpu(typed_matmul(n, dtype, acc, f"matmul_{dtype}"), trials)
-        configs.append(f"- {dtype}: {kernel.knobs()}")
+    for case in chosen:
+        signature, flops = engine_case(case)
+        kernel = tune_cpu(signature, trials)
+        configs.append(f"- {case}: {kernel.knobs()}")
         path = kernel_path(kernel)
-        call, op = torch_timer(dtype, n)
+        call, op = torch_timer(case)
         for threads in sorted({1, cpu_cores()}):
             torch.set_num_threads(threads)
             timed = kernel if threads == 1 else all_threads(kernel)
@@ -177,9 +251,9 @@ def engines(trials: int, chosen: list[str]) -> tuple[list[str], list[str]]:
             for _ in range(ROUNDS):  # in turn: the machine's drift slows both alike
                 ours = min(ours, retime([timed], rounds=1, threads=threads)[0])
                 theirs = min(theirs, fastest_repeat(call))
-            rate = 2 * n**3 / 1e9
+            rate = flops / 1e9
             lines.append(
-                f"| {dtype} | {path} | {threads} | {ours * 1e3:.3f} ms ({rate / ours:.0f} G/s) "
+                f"| {case} | {path} | {threads} | {ours * 1e3:.3f} ms ({rate / ours:.0f} G/s) "
                 f"| {theirs * 1e3:.3f} ms ({rate / theirs:.0f} G/s, {op}, {capability}) "
                 f"| {theirs / ours:.2f}x |"
             )
@@ -191,13 +265,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--only", nargs="+", choices=[*sorted(PAIRS), "engines"])
-    parser.add_argument("--dtypes", nargs="+", choices=list(ENGINE_DTYPES), help="engines only")
+    parser.add_argument("--dtypes", nargs="+", choices=ENGINE_CASES, help="engines only")
     args = parser.parse_args()
     if args.only == ["engines"]:
-        lines, configs = engines(args.trials, args.dtypes or list(ENGINE_DTYPES))
+        lines, configs = engines(args.trials, args.dtypes or ENGINE_CASES)
         write_cpu_report(
             "cpu_rates",
-            "The 512^3 matmul in four dtypes beside torch",
+            "The 512^3 matmul in four dtypes and the int4 linear beside torch",
             f"python bench/cpu_rates.py --trials {args.trials}"
             + (f" --dtypes {' '.join(args.dtypes)}" if args.dtypes else ""),
             "each tuned from scratch on one thread in this run, then timed on one thread and "

@@ -300,12 +300,19 @@ class CStyleRenderer(CHelpers):
         if lanes(dtype) > 1:
             return [f"{pad}{self._lane_helper('vstore', dtype)}(&{target}, {value});"]
         if dtypes.is_half(buf.dtype):
-            return [f"{pad}{target} = {self.half('store', buf.dtype)}({value});"]
+            copied = self._half_copy(stmt.value, buf.dtype)
+            return [f"{pad}{target} = {copied or self.half('store', buf.dtype) + f'({value})'};"]
         return [f"{pad}{target} = {value};"]
 
     def _half_value(self, value: Expr, dtype: str) -> str:
-        """`value` as 16-bit `dtype` storage: a widened element of a `dtype` buffer is copied
-        as it is, anything else rounded."""
+        """`value` as 16-bit `dtype` storage: copied, or rounded (`_half_copy`)."""
+        copied = self._half_copy(value, dtype)
+        return copied or f"{self.half('store', dtype)}({self.value(value, 'float32')})"
+
+    def _half_copy(self, value: Expr, dtype: str) -> str | None:
+        """A widened element of a `dtype` buffer, stored as `dtype`: its bits, copied as
+        they are (a panel packed from bfloat16 operands is a copy, not a round trip through
+        float32 that the compiler may not vectorize); None for anything else."""
         ld = widened(value)
         if (
             isinstance(ld, Load)
@@ -314,7 +321,7 @@ class CStyleRenderer(CHelpers):
             and self._buffer(ld.tensor).dtype == dtype
         ):
             return self._element(ld.tensor, ld.indices)
-        return f"{self.half('store', dtype)}({self.value(value, 'float32')})"
+        return None
 
     def _buffer(self, name: str) -> Workspace:
         buf = self.fn.buffer(name)

@@ -118,12 +118,14 @@ _REGISTERS = {
     512: ("__m512i", "_mm512_loadu_si512", "_mm512_set1_epi32"),
     256: ("__m256i", "_mm256_loadu_si256", "_mm256_set1_epi32"),
 }
-# Every tile 16 rows of 64 bytes (palette 1), loaded into this thread's tile configuration.
+# Every tile 16 rows of 64 bytes (palette 1), loaded into this thread's tile configuration
+# from one constant block (built once, not on every tile of the kernel).
 _TILE_CONFIG = f"""static inline void tile_config(void) {{
-  struct {{ uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }}
-    __attribute__((aligned(64))) cfg = {{0}};
-  cfg.palette = 1;
-  for (int t = 0; t < 8; t++) {{ cfg.colsb[t] = 64; cfg.rows[t] = {TILE_ROWS}; }}
+  static const struct {{
+    uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16];
+  }} __attribute__((aligned(64))) cfg = {{
+    1, 0, {{0}}, {{{", ".join(["64"] * 8)}}}, {{{", ".join([str(TILE_ROWS)] * 8)}}}
+  }};
   _tile_loadconfig(&cfg);
 }}"""
 # A 32-bit word read from any buffer (a memcpy: no aliasing rule broken; one load).

@@ -41,11 +41,11 @@ PREFIX = "dot_"
 # AMX: 2 x 2 tiles of 16 x 16 sums (with two row and two column tiles, all eight tile
 # registers), one k block, the rows packed as rows (a tile row is 64 bytes of one row).
 AMX_DEFAULT: dict[str, Knob] = {"mr": 32, "nv": 2, "kc": 0, "pack_rows": "rows", "mb": 8, "nb": 8}
-# Its knobs where they differ: 1 or 2 tiles of 16 rows and of 16 columns, no k blocks.
+# Its knobs where they differ: 1 or 2 tiles of 16 rows and of 16 columns, the rows packed
+# as rows (k blocks: whole tile steps, `Engine.k_step`).
 AMX_KNOBS: dict[str, tuple[Knob, ...]] = {
     "mr": (16, 32),
     "nv": (1, 2),
-    "kc": (0,),
     "pack_rows": ("rows",),
 }
 OWN = ("mr", "nv", "kc", "mb", "nb", "pack_rows", "parallel", "unroll", "tile_order", "prefetch")
@@ -108,6 +108,7 @@ class DotGemm(Schedule):
         }
         if not isinstance(engine := self._engine(stage, target), str) and engine.tiles:
             own.update(AMX_KNOBS)
+            own["kc"] = tuple(k for k in gemm["kc"] if k % engine.k_step == 0)
         return {f"{PREFIX}{name}": values for name, values in own.items()}
 
     def naive(self, stage: Stage, target: Target) -> Config:

@@ -56,6 +56,7 @@ def configs(program: Program, target: Target) -> list[dict[str, Any]]:
     found = [c for c in space.seeds({}) if c["s0.mode"] == "dot"]
     variants = [
         {"s0.dot_kc": 64, "s0.dot_pack_rows": "interleaved", "s0.dot_unroll": 2},
+        {"s0.dot_kc": 64},
         {"s0.dot_pack_rows": "rows"},
         {"s0.dot_pack_rows": "none"},
         {"s0.dot_unroll": 2},
@@ -112,12 +113,62 @@ def test_a_dot_tile_counts_as_the_fmas_it_does_in_the_features() -> None:
 
 
 def test_amx_tiles_take_the_place_of_the_dot_instructions_where_the_target_has_them() -> None:
-    """AMX's knobs are tile shapes (1 or 2 tiles of 16 each way), one k block, rows packed
-    as rows; signed int8 multiplies as it is (tdpbssd: no offset); asking Linux for the
-    tile state is harmless where there is none."""
+    """AMX's knobs are tile shapes (1 or 2 tiles of 16 each way), k blocks of whole tile
+    steps (64 int8 values), rows packed as rows; signed int8 multiplies as it is (tdpbssd:
+    no offset); asking Linux for the tile state is harmless where there is none."""
     target = Target(kind="cpu", isa=AMX)
     space = space_for(matmul("int8", "int8", "int32"), target)
-    assert space.knobs["s0.dot_mr"] == (16, 32) and space.knobs["s0.dot_kc"] == (0,)
+    assert space.knobs["s0.dot_mr"] == (16, 32)
+    assert all(kc % 64 == 0 for kc in space.knobs["s0.dot_kc"]) and 64 in space.knobs["s0.dot_kc"]
     source = lower(matmul("int8", "int8", "int32"), target, space.default()).source
     assert "_tile_dpbssd" in source and "0x80808080" not in source
     assert isinstance(allow_tiles(), bool)
+
+
+def int4_linear(rounded: bool, m: int = 37, n: int = 45, k: int = 192) -> Program:
+    """An int4 weight-only linear with bfloat16 activations, its weights dequantized in
+    float32 or, `rounded`, rounded to bfloat16 as a bfloat16 model's dequantize does."""
+    weight = "float32(int32((W[j, r // 8] >> (4 * (r % 8))) & 15) - 8) * float32(S[j, r // 32])"
+    if rounded:
+        weight = f"float32(bfloat16({weight}))"
+    inputs = [
+        ("X", [m, k], "bfloat16"),
+        ("W", [n, k // 8], "uint32"),
+        ("S", [n, k // 32], "bfloat16"),
+    ]
+    rows = {"axes": ["i", "j"], "shape": [m, n]}
+    return load(
+        {
+            "name": "int4_linear",
+            "inputs": [{"name": a, "shape": s, "dtype": d} for a, s, d in inputs],
+            "computes": [
+                {
+                    "name": "acc",
+                    **rows,
+                    "dtype": "float32",
+                    "reduce": {"op": "sum", "axes": {"r": k}},
+                    "expr": f"float32(X[i, r]) * {weight}",
+                },
+                {"name": "out", **rows, "dtype": "bfloat16", "expr": "bfloat16(acc[i, j])"},
+            ],
+            "outputs": ["out"],
+        }
+    )
+
+
+@pytest.mark.parametrize("isa", [BF16, AMX])
+def test_an_int4_linear_whose_weights_round_to_bfloat16_runs_on_the_engines(isa: str) -> None:
+    """A side that computes its value and rounds it to bfloat16 (a dequantized weight) is
+    packed as that value: the engines take it. A weight dequantized in float32 is not
+    bfloat16, so it stays on the FMA template: a dot would round it."""
+    target = Target(kind="cpu", isa=isa)
+    assert "s0.mode" not in space_for(int4_linear(rounded=False), target).knobs
+    program = int4_linear(rounded=True)
+    found = configs(program, target)
+    assert found and all(c["s0.mode"] == "dot" for c in found)
+    source = lower(program, target, found[0]).source
+    assert ("_tile_dpbf16ps" if "amx_bf16" in isa else "_mm512_dpbf16_ps") in source
+    assert compile_for(lower(program, target, found[0]), isa).exists()
+    if not can_run(isa):
+        pytest.skip(f"this host ({cpu_isa()}) has no {', '.join(isa.split('+')[1:])}")
+    check_configs(program, target, found, {})

@@ -19,7 +19,8 @@ tile is `mr / 16` x `nv` tiles of 16 x 16 sums, each k step (16 words) loading `
 tiles of the row panel (packed as rows: 16 rows of 64 bytes), `nv` of the column panel
 (the same word layout, a tile row per word) and multiplying every pair; the sums are stored
 to the spilled tile, whose stores apply the epilogue. Signed int8 needs no offset there
-(`tdpbssd`). One k block only: no partial sums between blocks.
+(`tdpbssd`). Between k blocks the sum tiles rest in the partial sums, as a register tile's
+accumulators do (`TileKernel.keep`), so that a block's panels stay in L1.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tunehub.compiler.loop import (
     Assign,
     Decl,
     For,
+    If,
     Prefetch,
     Stmt,
     Store,
@@ -102,10 +104,16 @@ class Engine:
 
 
 def narrow(side: Expr) -> Expr:
-    """A side without its widening casts: the narrow value it reads."""
-    while isinstance(side, Cast):
+    """A side without its widening casts: the narrow value it reads, or computes and rounds
+    (`bfloat16(...)` of a dequantized weight), which is what its panel holds."""
+    while isinstance(side, Cast) and _widens(side.x.dtype, side.dtype):
         side = side.x
     return side
+
+
+def _widens(source: str, dtype: str) -> bool:
+    """Whether casting `source` values to `dtype` keeps every one exactly."""
+    return source == dtype or dtypes.BITS[source] < dtypes.BITS[dtype]
 
 
 def engine_for(found: Plan, vec_side: str, target: Target) -> Engine | str:
@@ -114,8 +122,8 @@ def engine_for(found: Plan, vec_side: str, target: Target) -> Engine | str:
     int32 on VNNI (unsigned or signed rows, signed columns)."""
     rows, cols = (found.lhs, found.rhs) if vec_side == "rhs" else (found.rhs, found.lhs)
     row, col = narrow(rows), narrow(cols)
-    if not (isinstance(row, Load) and isinstance(col, Load)):
-        return "the dot engines read each side as one load of narrow values"
+    if not isinstance(row, Load | Cast) or not isinstance(col, Load | Cast):
+        return "the dot engines read each side as a narrow value: a load, or a rounding cast"
     if found.term is not None:
         return f"each product rounds to {found.term} before it is summed"
     bits = lanes_of(target, found.acc) * 32
@@ -274,12 +282,44 @@ class TileKernel(RegisterTile):
     def _sum(self, i: int, j: int) -> int:
         return i * self.nv + j
 
+    def prepare(self) -> list[Stmt]:
+        """This thread's tile configuration, once a block: `ldtilecfg` is slow (per tile,
+        a fifth of a bfloat16 512^3 matmul's time), and between the block's packing and its
+        tiles nothing else can have changed it."""
+        return [Tile("config")]
+
     def start(self, accs: list[list[str]], partial: Partial | None, first: Expr) -> list[Stmt]:
-        """This thread's tile configuration, then every sum tile at zero."""
-        assert partial is None, "check() allows one k block only"
+        """Every sum tile at zero; with k blocks (`partial`), zeroed in the `first` block
+        and loaded from the partial sums in the others."""
         ta, tb = self._tiles()
         zeros = [Tile("zero", self._sum(i, j)) for i in range(ta) for j in range(tb)]
-        return [Tile("config"), *zeros]
+        if partial is None:
+            return zeros
+        resume = [
+            Tile("load", self._sum(i, j), *self._partial_at(partial, i, j))
+            for i, j in self._pairs()
+        ]
+        return [If(first, seq(*zeros), seq(*resume))]
+
+    def keep(self, accs: list[list[str]], partial: Partial) -> Stmt:
+        """Every sum tile stored into the partial sums for the next k block."""
+        return seq(
+            *(
+                Tile("store", self._sum(i, j), *self._partial_at(partial, i, j))
+                for i, j in self._pairs()
+            )
+        )
+
+    def _pairs(self) -> list[tuple[int, int]]:
+        ta, tb = self._tiles()
+        return [(i, j) for i in range(ta) for j in range(tb)]
+
+    def _partial_at(self, partial: Partial, i: int, j: int) -> tuple[str, tuple[Expr, ...], Expr]:
+        """The buffer, offset and row stride (bytes) of sum tile (i, j) in the partial sums:
+        the tile's `mr` x `nr` sums row by row, as `RegisterTile` keeps them."""
+        row = add(mul(partial.tile, const(self.mr)), const(i * TILE_ROWS))
+        offset = add(mul(row, const(self.nr)), const(j * TILE_ROWS))
+        return partial.buffer, (offset,), const(self.nr * dtypes.itemsize(self.acc))
 
     def k_loop(
         self,

@@ -82,6 +82,10 @@ class RegisterTile:
         """Fresh names of the accumulators: row r's v-th vector at [r][v]."""
         return [[self.ctx.fresh(f"c{r}x{v}") for v in range(self.nv)] for r in range(self.mr)]
 
+    def prepare(self) -> list[Stmt]:
+        """What a block's tiles need once, after its packing and before them (nothing)."""
+        return []
+
     def start(self, accs: list[list[str]], partial: Partial | None, first: Expr) -> list[Stmt]:
         """The accumulators declared at zero; with k blocks (`partial`), zeroed in the
         `first` block and resumed from the partial sums in the others."""

@@ -156,6 +156,7 @@ class Template:
         k_block = seq(
             Decl(depth, INDEX, init=minimum(t.k_stride, sub(t.k.extent, k0))),
             *packs,
+            *self.kernel.prepare(),
             tiles,
         )
         if t.kc:
