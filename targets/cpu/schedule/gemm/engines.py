@@ -292,11 +292,11 @@ class TileKernel(RegisterTile):
         """Every sum tile at zero; with k blocks (`partial`), zeroed in the `first` block
         and loaded from the partial sums in the others."""
         ta, tb = self._tiles()
-        zeros = [Tile("zero", self._sum(i, j)) for i in range(ta) for j in range(tb)]
+        zeros: list[Stmt] = [Tile("zero", self._sum(i, j)) for i in range(ta) for j in range(tb)]
         if partial is None:
             return zeros
         resume = [
-            Tile("load", self._sum(i, j), *self._partial_at(partial, i, j))
+            Tile("load", self._sum(i, j), *self._tile_at(partial, i, j))
             for i, j in self._pairs()
         ]
         return [If(first, seq(*zeros), seq(*resume))]
@@ -305,7 +305,7 @@ class TileKernel(RegisterTile):
         """Every sum tile stored into the partial sums for the next k block."""
         return seq(
             *(
-                Tile("store", self._sum(i, j), *self._partial_at(partial, i, j))
+                Tile("store", self._sum(i, j), *self._tile_at(partial, i, j))
                 for i, j in self._pairs()
             )
         )
@@ -314,7 +314,7 @@ class TileKernel(RegisterTile):
         ta, tb = self._tiles()
         return [(i, j) for i in range(ta) for j in range(tb)]
 
-    def _partial_at(self, partial: Partial, i: int, j: int) -> tuple[str, tuple[Expr, ...], Expr]:
+    def _tile_at(self, partial: Partial, i: int, j: int) -> tuple[str, tuple[Expr, ...], Expr]:
         """The buffer, offset and row stride (bytes) of sum tile (i, j) in the partial sums:
         the tile's `mr` x `nr` sums row by row, as `RegisterTile` keeps them."""
         row = add(mul(partial.tile, const(self.mr)), const(i * TILE_ROWS))
