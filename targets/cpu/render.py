@@ -128,6 +128,17 @@ _TILE_CONFIG = f"""static inline void tile_config(void) {{
   }};
   _tile_loadconfig(&cfg);
 }}"""
+# float32 lanes rounded to bfloat16 (nearest even; a NaN stays a quiet NaN), as `store_bf16`
+# rounds one value, on GCC vectors: a compare's lanes are all ones where it holds.
+_BF16_ROUND = """  {ut} u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  {ut} nan = ({ut})((u & 0x7fffffffu) > 0x7f800000u);
+  {ut} even = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  {ut} quiet = (u | 0x00400000u) & 0xffff0000u;
+  {ut} bits = (even & ~nan) | (quiet & nan);
+  {vt} r;
+  __builtin_memcpy(&r, &bits, sizeof r);
+  return r;"""
 # A 32-bit word read from any buffer (a memcpy: no aliasing rule broken; one load).
 _WORD = (
     "static inline int32_t word32(const void* p) {\n  int32_t w;\n"
@@ -203,7 +214,12 @@ class CRenderer(CStyleRenderer):
 
     def half_vector(self, kind: str, dtype: str, n: int) -> str | None:
         """float16 lanes converted a register at a time where the ISA has the instructions
-        (AVX-512F, F16C), the lane loop elsewhere; both round to nearest even."""
+        (AVX-512F, F16C), the lane loop elsewhere; both round to nearest even. bfloat16
+        lanes round a register at a time by the scalar form's bit arithmetic (`_BF16_ROUND`):
+        a dequantized weight rounded lane by lane was most of an int4 linear's packing."""
+        if dtype == "bfloat16" and kind == "round":
+            vt, ut = self.ctype(f"float32x{n}"), self.ctype(f"uint32x{n}")
+            return _BF16_ROUND.format(vt=vt, ut=ut)
         if dtype != "float16":
             return None
         branches = []

@@ -296,8 +296,7 @@ class TileKernel(RegisterTile):
         if partial is None:
             return zeros
         resume = [
-            Tile("load", self._sum(i, j), *self._tile_at(partial, i, j))
-            for i, j in self._pairs()
+            Tile("load", self._sum(i, j), *self._tile_at(partial, i, j)) for i, j in self._pairs()
         ]
         return [If(first, seq(*zeros), seq(*resume))]
 
