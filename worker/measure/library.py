@@ -25,6 +25,7 @@ from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.ir import Program
 from tunehub.worker.backend import Baseline
 from tunehub.worker.measure.expression import NUMPY, Code, render
+from tunehub.worker.measure.settle import settle
 from tunehub.worker.measure.torch_ops import render_torch
 
 log = logging.getLogger(__name__)
@@ -125,20 +126,29 @@ def median_call_s(call: Callable[[], object], threads: int) -> float:
 def alternated_call_s(calls: list[Callable[[], object]], threads: int) -> list[float]:
     """Median seconds per call of each of `calls` on at most `threads` BLAS/OpenMP (and
     torch) threads, by the kernels' timing rule: REPEATS batches of calls lasting at least
-    MIN_REPEAT_S each, the calls' batches alternating, after a warm-up call."""
-    with threadpool_limits(limits=threads), _torch_threads(threads):
-        batch = []
-        for call in calls:
-            start = time.perf_counter()
+    MIN_REPEAT_S each, the calls' batches alternating, after a warm-up call. Each batch
+    of a call other than the last one timed starts once the threads of the one before have
+    gone passive (`settle`): a pool still spinning from another library's batch holds a
+    core (OpenBLAS's for 0.1 s, longer than a batch), which a user timing the library
+    alone has to itself."""
+    last: Callable[[], object] | None = None
+
+    def timed(call: Callable[[], object], n: int) -> float:
+        nonlocal last
+        if call is not last:
+            settle()
+            last = call
+        start = time.perf_counter()
+        for _ in range(n):
             call()
-            batch.append(max(1, int(MIN_REPEAT_S / max(time.perf_counter() - start, 1e-9))))
+        return (time.perf_counter() - start) / n
+
+    with threadpool_limits(limits=threads), _torch_threads(threads):
+        batch = [max(1, int(MIN_REPEAT_S / max(timed(call, 1), 1e-9))) for call in calls]
         samples: list[list[float]] = [[] for _ in calls]
         for _ in range(REPEATS):
             for call, n, times in zip(calls, batch, samples, strict=True):
-                start = time.perf_counter()
-                for _ in range(n):
-                    call()
-                times.append((time.perf_counter() - start) / n)
+                times.append(timed(call, n))
     return [statistics.median(times) for times in samples]
 
 
