@@ -10,7 +10,9 @@ order rotating from round to round: the baselines as a tuning reports them
 same with `worker/measure/library.py` as it is at the git ref `--before`, and numpy's and
 torch's hand-written code each alone (`median_call_s`). Printed per program and library: the
 median over rounds of reported / alone, with its range, and the load average. Read ratios,
-not times: on a machine other processes keep busy, each time moves.
+not times: on a machine other processes keep busy, each time moves. First, what each
+library's pool does after a batch of the matmul: the CPU time its other threads use in the
+0.3 s after it, and how long `settle` waits for them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from tunehub.compiler.inputs import random_inputs  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
 from tunehub.worker.measure import library  # noqa: E402
+from tunehub.worker.measure.settle import others_cpu_s, settle  # noqa: E402
 
 F32 = np.float32
 
@@ -83,8 +88,34 @@ def main() -> None:
         {args.before: module_at(args.before)} if args.before else {}
     )
     print(f"threads {args.threads}, load average {_load()} at the start", flush=True)
+    _spin(args.threads)
     for name, by_hand in BY_HAND.items():
         _program(name, by_hand, modules, args.threads, args.rounds)
+
+
+def _spin(threads: int) -> None:
+    """Each library's pool after a batch: its threads' CPU time while the caller sleeps."""
+    program = load((ROOT / "examples" / "matmul_bias_relu.json").read_text())
+    arrays = random_inputs(program, {}, seed=0)
+    tensors = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    inputs = {"numpy": arrays, "torch": tensors}
+    with threadpool_limits(limits=threads), torch.inference_mode():
+        torch.set_num_threads(threads)
+        for lib, call in BY_HAND["matmul_bias_relu"].items():
+            for _ in range(3):
+                settle()
+                for _ in range(200):
+                    call(inputs[lib])
+                before = others_cpu_s()
+                time.sleep(0.3)
+                spun = others_cpu_s() - before
+                for _ in range(200):
+                    call(inputs[lib])
+                print(
+                    f"after 200 {lib} calls: the other threads used {spun:.3f} s of CPU in the"
+                    f" next 0.3 s; settle waited {settle():.3f} s",
+                    flush=True,
+                )
 
 
 def _program(

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 MIN_REPEAT_S = 0.05
 REPEATS = 5
+WARM_S = 0.02
 
 
 def library_baselines(program: Program, symbols: Mapping[str, int], threads: int) -> list[Baseline]:
@@ -126,25 +127,35 @@ def median_call_s(call: Callable[[], object], threads: int) -> float:
 def alternated_call_s(calls: list[Callable[[], object]], threads: int) -> list[float]:
     """Median seconds per call of each of `calls` on at most `threads` BLAS/OpenMP (and
     torch) threads, by the kernels' timing rule: REPEATS batches of calls lasting at least
-    MIN_REPEAT_S each, the calls' batches alternating, after a warm-up call. Each batch
-    of a call other than the last one timed starts once the threads of the one before have
-    gone passive (`settle`): a pool still spinning from another library's batch holds a
-    core (OpenBLAS's for 0.1 s, longer than a batch), which a user timing the library
-    alone has to itself."""
+    MIN_REPEAT_S each, the calls' batches alternating. A batch of another call than the one
+    timed last starts once the threads of that one have gone passive (`settle`: a pool
+    still spinning from another library's batch holds a core, OpenBLAS's for 0.1 s, longer
+    than a batch), and after WARM_S of untimed calls, which wake the call's own pool as a
+    user's repeated calls keep it awake (the first call after a pool slept took up to 10 ms
+    of a 0.1 ms matmul's on two threads); the batches' length comes from those calls."""
     last: Callable[[], object] | None = None
 
-    def timed(call: Callable[[], object], n: int) -> float:
+    def switch_to(call: Callable[[], object]) -> float:
+        """Seconds per call of `call` while it warms up, after `settle`."""
         nonlocal last
+        settle()
+        last = call
+        count, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < WARM_S or count == 0:
+            call()
+            count += 1
+        return elapsed / count
+
+    def timed(call: Callable[[], object], n: int) -> float:
         if call is not last:
-            settle()
-            last = call
+            switch_to(call)
         start = time.perf_counter()
         for _ in range(n):
             call()
         return (time.perf_counter() - start) / n
 
     with threadpool_limits(limits=threads), _torch_threads(threads):
-        batch = [max(1, int(MIN_REPEAT_S / max(timed(call, 1), 1e-9))) for call in calls]
+        batch = [max(1, int(MIN_REPEAT_S / max(switch_to(call), 1e-9))) for call in calls]
         samples: list[list[float]] = [[] for _ in calls]
         for _ in range(REPEATS):
             for call, n, times in zip(calls, batch, samples, strict=True):
