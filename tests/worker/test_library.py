@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +18,12 @@ from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.program import load
 from tunehub.compiler.reference import evaluate
 from tunehub.worker.measure.expression import NUMPY, render
-from tunehub.worker.measure.library import compiled, library_baselines, median_call_s
+from tunehub.worker.measure.library import (
+    alternated_call_s,
+    compiled,
+    library_baselines,
+    median_call_s,
+)
 from tunehub.worker.measure.torch_ops import render_torch
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -104,6 +111,34 @@ def test_the_reported_numpy_time_is_the_hand_written_expressions(name: str) -> N
         if ratios[-1] <= 1.5:
             break
     assert min(ratios) <= 1.5, f"reported / by hand: {ratios}"
+
+
+def test_a_batch_starts_once_the_other_calls_threads_have_stopped_spinning() -> None:
+    """A library's pool spins after its calls (OpenBLAS's for 0.1 s, longer than a batch),
+    holding a core that the other library, timed alone, would have: no call of the other's
+    batches runs while it spins."""
+    spinning_until = [0.0]
+    stop = threading.Event()
+
+    def pool() -> None:  # busy until `spinning_until`, then asleep, as a pool's thread
+        while not stop.is_set():
+            if time.perf_counter() > spinning_until[0]:
+                time.sleep(0.001)
+
+    def spun() -> None:  # a call whose pool spins for 0.15 s after it
+        spinning_until[0] = time.perf_counter() + 0.15
+
+    overlapped: list[bool] = []
+    thread = threading.Thread(target=pool, daemon=True)
+    thread.start()
+    try:
+        alternated_call_s(
+            [spun, lambda: overlapped.append(time.perf_counter() < spinning_until[0])], 1
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert overlapped and not any(overlapped)
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -25,12 +25,14 @@ from tunehub.compiler.inputs import random_inputs
 from tunehub.compiler.ir import Program
 from tunehub.worker.backend import Baseline
 from tunehub.worker.measure.expression import NUMPY, Code, render
+from tunehub.worker.measure.settle import settle
 from tunehub.worker.measure.torch_ops import render_torch
 
 log = logging.getLogger(__name__)
 
 MIN_REPEAT_S = 0.05
 REPEATS = 5
+WARM_S = 0.02
 
 
 def library_baselines(program: Program, symbols: Mapping[str, int], threads: int) -> list[Baseline]:
@@ -125,20 +127,39 @@ def median_call_s(call: Callable[[], object], threads: int) -> float:
 def alternated_call_s(calls: list[Callable[[], object]], threads: int) -> list[float]:
     """Median seconds per call of each of `calls` on at most `threads` BLAS/OpenMP (and
     torch) threads, by the kernels' timing rule: REPEATS batches of calls lasting at least
-    MIN_REPEAT_S each, the calls' batches alternating, after a warm-up call."""
-    with threadpool_limits(limits=threads), _torch_threads(threads):
-        batch = []
-        for call in calls:
-            start = time.perf_counter()
+    MIN_REPEAT_S each, the calls' batches alternating. A batch of another call than the one
+    timed last starts once the threads of that one have gone passive (`settle`: a pool
+    still spinning from another library's batch holds a core, OpenBLAS's for 0.1 s, longer
+    than a batch), and after WARM_S of untimed calls, which wake the call's own pool as a
+    user's repeated calls keep it awake (the first call after a pool slept took up to 10 ms
+    of a 0.1 ms matmul's on two threads); the batches' length comes from those calls."""
+    last: Callable[[], object] | None = None
+
+    def switch_to(call: Callable[[], object]) -> float:
+        """Seconds per call of `call` while it warms up, after `settle`."""
+        nonlocal last
+        settle()
+        last = call
+        count, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < WARM_S or count == 0:
             call()
-            batch.append(max(1, int(MIN_REPEAT_S / max(time.perf_counter() - start, 1e-9))))
+            count += 1
+        return elapsed / count
+
+    def timed(call: Callable[[], object], n: int) -> float:
+        if call is not last:
+            switch_to(call)
+        start = time.perf_counter()
+        for _ in range(n):
+            call()
+        return (time.perf_counter() - start) / n
+
+    with threadpool_limits(limits=threads), _torch_threads(threads):
+        batch = [max(1, int(MIN_REPEAT_S / max(switch_to(call), 1e-9))) for call in calls]
         samples: list[list[float]] = [[] for _ in calls]
         for _ in range(REPEATS):
             for call, n, times in zip(calls, batch, samples, strict=True):
-                start = time.perf_counter()
-                for _ in range(n):
-                    call()
-                times.append((time.perf_counter() - start) / n)
+                times.append(timed(call, n))
     return [statistics.median(times) for times in samples]
 
 
