@@ -15,8 +15,8 @@ convolution of 64 channels and 64 filters on 28 x 28 (padding 1) in NCHW and NHW
 a 256^3 matmul with float16 inputs (cast to float32 in the product) beside the float32 one.
 
 `engines`: each dtype's 512^3 matmul (16-bit inputs summed in float32, int8 in int32; the
-output float32 or int32) tuned from scratch on one thread, then timed on one thread and on all
-of them (its `parallel` knob at its largest) beside torch's op on the same threads
+output float32 or int32) tuned from scratch on one thread and on all of them, each kernel
+timed on the threads it was tuned for beside torch's op on the same threads
 (`torch.matmul`, `torch._int_mm` for int8, whose 16-bit outputs are 16-bit), in rounds that
 time each once in turn, the fastest repeat of each; each row names the kernel's path (a dot
 instruction, AMX tiles, or the FMA template) and torch's CPU capability. `int4` and
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,6 @@ from tests.compiler.test_forms import conv_forms, matmul_forms, tensor  # noqa: 
 from tunehub.compiler.flops import contraction_flops  # noqa: E402
 from tunehub.compiler.lower import lower  # noqa: E402
 from tunehub.compiler.program import load  # noqa: E402
-from tunehub.compiler.space import space_for  # noqa: E402
 from tunehub.schemas.target import Target  # noqa: E402
 from tunehub.worker.device import cpu_cores, cpu_isa  # noqa: E402
 
@@ -167,20 +165,6 @@ def kernel_path(kernel: Tuned) -> str:
     return f"float32 fmas ({target.isa})"
 
 
-def all_threads(kernel: Tuned) -> Tuned:
-    """The kernel with its `parallel` knob at its largest value: a one-thread tuning has no
-    reason to parallelize, so on all threads its outer loops (batch, column and row blocks)
-    collapse into one parallel loop (the chosen template's knob: another's stays unused)."""
-    target = Target(kind="cpu", isa=cpu_isa())
-    space = space_for(load(kernel.signature), target)
-    config = dict(kernel.config)
-    for name in [n for n in config if n.endswith("parallel")]:
-        widest = {**config, name: max(space.knobs[name])}  # type: ignore[type-var]
-        if space.check(widest) is None:
-            config = widest
-    return dataclasses.replace(kernel, config=config)
-
-
 def torch_timer(case: str) -> tuple[Any, str]:
     """A call of torch's own op on an `ENGINE_CASES` workload, and its name. The int4 cases
     both run `_weight_int4pack_mm_for_cpu` (its own packed layout, its dequantize in float32,
@@ -229,7 +213,8 @@ def fastest_repeat(call: Any, repeats: int = 5, min_repeat_s: float = 0.01) -> f
 
 
 def engines(trials: int, chosen: list[str]) -> tuple[list[str], list[str]]:
-    """Issue 33's table: each `chosen` case tuned on one thread, then timed beside torch."""
+    """Issue 33's table: each `chosen` case tuned on one thread and on all, each timed beside
+    torch on its threads (a user tunes for the threads the kernel will run on)."""
     import torch
 
     capability = torch.backends.cpu.get_cpu_capability()
@@ -240,22 +225,20 @@ def engines(trials: int, chosen: list[str]) -> tuple[list[str], list[str]]:
     configs = []
     for case in chosen:
         signature, flops = engine_case(case)
-        kernel = tune_cpu(signature, trials)
-        configs.append(f"- {case}: {kernel.knobs()}")
-        path = kernel_path(kernel)
         call, op = torch_timer(case)
         for threads in sorted({1, cpu_cores()}):
+            kernel = tune_cpu(signature, trials, threads=threads)
+            configs.append(f"- {case}, {threads} thread(s): {kernel.knobs()}")
             torch.set_num_threads(threads)
-            timed = kernel if threads == 1 else all_threads(kernel)
             ours, theirs = float("inf"), float("inf")
             for _ in range(ROUNDS):  # in turn: the machine's drift slows both alike
-                ours = min(ours, retime([timed], rounds=1, threads=threads)[0])
+                ours = min(ours, retime([kernel], rounds=1, threads=threads)[0])
                 theirs = min(theirs, fastest_repeat(call))
             rate = flops / 1e9
             lines.append(
-                f"| {case} | {path} | {threads} | {ours * 1e3:.3f} ms ({rate / ours:.0f} G/s) "
-                f"| {theirs * 1e3:.3f} ms ({rate / theirs:.0f} G/s, {op}, {capability}) "
-                f"| {theirs / ours:.2f}x |"
+                f"| {case} | {kernel_path(kernel)} | {threads} | {ours * 1e3:.3f} ms "
+                f"({rate / ours:.0f} G/s) | {theirs * 1e3:.3f} ms ({rate / theirs:.0f} G/s, "
+                f"{op}, {capability}) | {theirs / ours:.2f}x |"
             )
             print(lines[-1], flush=True)
     return lines, configs
@@ -274,8 +257,8 @@ def main() -> None:
             "The 512^3 matmul in four dtypes and the int4 linear beside torch",
             f"python bench/cpu_rates.py --trials {args.trials}"
             + (f" --dtypes {' '.join(args.dtypes)}" if args.dtypes else ""),
-            "each tuned from scratch on one thread in this run, then timed on one thread and "
-            f"on all, beside torch's op, in {ROUNDS} rounds that time each once in turn, the "
+            "each tuned from scratch in this run on one thread and on all, then timed on its "
+            f"threads beside torch's op, in {ROUNDS} rounds that time each once in turn, the "
             "fastest repeat of each",
             args.only,
             "\n".join(lines) + "\n\nThe tuned kernels:\n\n" + "\n".join(configs) + "\n",

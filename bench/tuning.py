@@ -76,16 +76,27 @@ class Tuned:
         return ", ".join(f"{k}={v}" for k, v in sorted(self.config.items()))
 
 
-def tune_cpu(document: dict[str, Any], trials: int, symbols: dict[str, int] | None = None) -> Tuned:
+def tune_cpu(
+    document: dict[str, Any],
+    trials: int,
+    symbols: dict[str, int] | None = None,
+    threads: int = 1,
+) -> Tuned:
     """Tune a signature document (without its version) from scratch on this machine's CPU,
-    one thread; exits where no candidate was verified."""
+    on `threads` threads (one by default); exits where no candidate was verified."""
     signature = TaskSignature.model_validate({"version": 1, **document})
     with tempfile.TemporaryDirectory(prefix="tunehub-bench-") as tmp:
         sessions = scratch_database(Path(tmp))
         with LocalExecutor() as executor:
             target = executor.resolve(Target(kind="cpu"))
             summary, _ = tune(
-                sessions, executor, signature, target, trials=trials, symbols=symbols, threads=1
+                sessions,
+                executor,
+                signature,
+                target,
+                trials=trials,
+                symbols=symbols,
+                threads=threads,
             )
     if summary.best is None:
         raise SystemExit(f"{document['name']}: no verified kernel ({summary.failures})")
