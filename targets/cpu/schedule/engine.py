@@ -143,7 +143,7 @@ class DotGemm(Schedule):
         default = self.default(stage, target)
         found = [default]
         tiles = not isinstance(engine := self._engine(stage, target), str) and engine.tiles
-        shapes = [{"mr": 16, "nv": 2}, {"mr": 32, "nv": 1}] if tiles else []
+        shapes: list[dict[str, Knob]] = [{"mr": 16, "nv": 2}, {"mr": 32, "nv": 1}] if tiles else []
         if tiles:
             kc = [k for k in self.knobs(stage, target)[f"{PREFIX}kc"] if 0 < int(k) <= 256]
             shapes.append({**AMX_BLOCKS, "kc": max(kc, default=0)})
