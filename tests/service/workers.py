@@ -67,9 +67,17 @@ class Fleet:
         return started
 
     def kill(self, process: WorkerProcess, sig: signal.Signals = signal.SIGKILL) -> int:
-        """Send `sig` and wait for the process to end; its exit status."""
+        """Send `sig` and wait for the process to end; its exit status (a daemon still alive
+        after STOP_TIMEOUT_S fails with its log: once, in CI, a SIGINT left one running)."""
         process.proc.send_signal(sig)
-        return process.proc.wait(timeout=STOP_TIMEOUT_S)
+        try:
+            return process.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.proc.kill()
+            raise AssertionError(
+                f"{process.name} still ran {STOP_TIMEOUT_S:.0f} s after {sig.name}:\n"
+                + process.tail()
+            ) from None
 
     def stop_all(self) -> None:
         for process in self.processes:
