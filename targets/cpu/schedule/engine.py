@@ -143,12 +143,11 @@ class DotGemm(Schedule):
         default = self.default(stage, target)
         found = [default]
         tiles = not isinstance(engine := self._engine(stage, target), str) and engine.tiles
-        shapes: list[dict[str, Knob]] = [{"mr": 16, "nv": 2}, {"mr": 32, "nv": 1}] if tiles else []
+        shapes: list[dict[str, Knob]] = [{"mr": 14, "nv": 2}, {"mr": 6, "nv": 4}]
         if tiles:
-            kc = [k for k in self.knobs(stage, target)[f"{PREFIX}kc"] if 0 < int(k) <= 256]
-            shapes.append({**AMX_BLOCKS, "kc": max(kc, default=0)})
-        else:
-            shapes += [{"mr": 14, "nv": 2}, {"mr": 6, "nv": 4}]
+            blocks = self.knobs(stage, target)[f"{PREFIX}kc"]
+            kc = max((k for k in blocks if 0 < int(k) <= 256), default=0)
+            shapes = [{"mr": 16, "nv": 2}, {"mr": 32, "nv": 1}, {**AMX_BLOCKS, "kc": kc}]
         for shape in shapes:
             seed = {**default, **{f"{PREFIX}{name}": value for name, value in shape.items()}}
             if seed not in found and self.check(stage, target, seed) is None:
