@@ -293,6 +293,8 @@ class CStyleRenderer(CHelpers):
         buf = self._buffer(stmt.buffer)
         target = self._element(stmt.buffer, stmt.indices)
         dtype = vector(buf.dtype, lanes(stmt.value.dtype))
+        if dtypes.is_half(buf.dtype) and (copied := self._half_copy(stmt.value, buf.dtype)):
+            return [f"{pad}{target} = {copied};"]
         if dtypes.is_half(buf.dtype):  # the store rounds: a cast to its dtype is redundant
             value = self.value(rounded(stmt.value, dtype), compute(dtype))
         else:
@@ -300,8 +302,7 @@ class CStyleRenderer(CHelpers):
         if lanes(dtype) > 1:
             return [f"{pad}{self._lane_helper('vstore', dtype)}(&{target}, {value});"]
         if dtypes.is_half(buf.dtype):
-            copied = self._half_copy(stmt.value, buf.dtype)
-            return [f"{pad}{target} = {copied or self.half('store', buf.dtype) + f'({value})'};"]
+            return [f"{pad}{target} = {self.half('store', buf.dtype)}({value});"]
         return [f"{pad}{target} = {value};"]
 
     def _half_value(self, value: Expr, dtype: str) -> str:

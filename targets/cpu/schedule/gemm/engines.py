@@ -303,10 +303,7 @@ class TileKernel(RegisterTile):
     def keep(self, accs: list[list[str]], partial: Partial) -> Stmt:
         """Every sum tile stored into the partial sums for the next k block."""
         return seq(
-            *(
-                Tile("store", self._sum(i, j), *self._tile_at(partial, i, j))
-                for i, j in self._pairs()
-            )
+            Tile("store", self._sum(i, j), *self._tile_at(partial, i, j)) for i, j in self._pairs()
         )
 
     def _pairs(self) -> list[tuple[int, int]]:
