@@ -22,15 +22,18 @@ from tunehub.torch.calls import aligned  # noqa: E402
 
 
 class Small(nn.Module):
-    """An int4 linear with a GELU epilogue, then a layer norm: two tasks."""
+    """An int4 linear with a GELU, dropout and scale epilogue, then a layer norm: two tasks.
+    The dropout (an identity in eval) is a random op to `torch.fx`: left dead inside the
+    replaced ops, it kept them all running beside the kernel."""
 
     def __init__(self) -> None:
         super().__init__()
         self.up = Int4Linear(64, 32, torch.Generator().manual_seed(0))
+        self.drop = nn.Dropout(0.1)
         self.norm = nn.LayerNorm(32)
 
     def forward(self, x: Any) -> Any:
-        return self.norm(nn.functional.gelu(self.up(x)))
+        return self.norm(2 * self.drop(nn.functional.gelu(self.up(x))))
 
 
 def dynamic() -> Any:

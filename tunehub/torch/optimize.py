@@ -186,7 +186,10 @@ def optimize(
         if id(found) in chosen:
             rewriter.replace(found, chosen[id(found)])
             calls.append(chosen[id(found)])
-    graph.graph.eliminate_dead_code()
+    # A dead random op (an inference dropout inside replaced ops) goes too: fx keeps random
+    # ops by default, and one such op kept every op it reads running beside the kernel (GPT-2
+    # ran its eager attention and two linears per layer a second time).
+    graph.graph.eliminate_dead_code(lambda node: node.is_impure(impure_random=False))
     graph.recompile()
     users = sum(1 for c in constants if c is None)
     module = OptimizedModule(graph, constants, users, program.call_spec.out_spec, calls, report)
