@@ -6,6 +6,7 @@ must pass, and the optimized logits must be eager's."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,16 @@ def test_every_task_of_a_transformer_runs_its_kernel_and_gives_eagers_logits(
     assert done.returncode == 0, done.stderr
     fast = optimize(model, (ids,), database, directory=tmp_path / "kernels", min_speedup=0)
     assert all(t.tuned for t in fast.report.tasks), str(fast.report)
+    # Nothing runs whose value no one reads (GPT-2's eval dropouts, random ops to fx, once
+    # kept the ops their kernels replaced running).
+    dead = [n for n in fast.graph_module.graph.nodes if n.op == "call_function" and not n.users]
+    assert dead == [], dead
+    # A workload's race runs all its places per round, and its report says how many.
+    places = Counter(t.workload_key for t in fast.report.tasks)
+    for task in fast.report.tasks:
+        assert task.race is not None
+        together = f"its {places[task.workload_key]} places together" in str(task.race)
+        assert together == (places[task.workload_key] > 1), str(task.race)
     with torch.no_grad():
         got, want = fast(ids), model(ids)
     assert got.shape == want.shape and got.dtype == want.dtype

@@ -45,11 +45,13 @@ MIN_ROUNDS, TASK_SECONDS, MODULE_SECONDS = 9, 0.3, 1.0
 class Race:
     """Two ways of computing one thing, timed in alternated rounds (seconds per round): the
     kernel (or the optimized module) wins only if its slower quartile is below the eager
-    side's faster quartile (divided by `min_speedup`), so that noise never decides."""
+    side's faster quartile (divided by `min_speedup`), so that noise never decides. A
+    round of a workload's race runs each of its `places` in the model once."""
 
     eager: tuple[float, float, float]  # the first quartile, the median, the third
     fast: tuple[float, float, float]
     min_speedup: float = 1.0
+    places: int = 1
 
     @property
     def won(self) -> bool:
@@ -64,6 +66,8 @@ class Race:
             bar += f" / {self.min_speedup:g}"
         verdict = "below" if self.won else "not below"
         against = f"{spread(self.fast)} against eager {spread(self.eager)}"
+        if self.places > 1:
+            against = f"its {self.places} places together, {against}"
         return f"{against}: third quartile {verdict} {bar}"
 
 
@@ -281,6 +285,7 @@ class _Rewriter:
                 runnable[0].tensors[0].is_cuda,
                 min_speedup,
                 TASK_SECONDS,
+                places=len(runnable),
             )
         decisions = []
         for n, found in enumerate(founds):
@@ -411,6 +416,7 @@ def _race(
     cuda: bool,
     min_speedup: float,
     seconds: float,
+    places: int = 1,
 ) -> Race:
     """`eager` against `fast`, after a warm-up call of each, in rounds that time one call of
     each in turn (which goes first alternating), until there are `MIN_ROUNDS` of them and
@@ -433,7 +439,7 @@ def _race(
         else:
             times[0].append(timed(eager))
             times[1].append(timed(fast))
-    return Race(_quartiles(times[0]), _quartiles(times[1]), min_speedup)
+    return Race(_quartiles(times[0]), _quartiles(times[1]), min_speedup, places)
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:
