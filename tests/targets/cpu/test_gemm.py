@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.compiler.cbuild import HOST, check_configs
+from tests.compiler.test_forms import matmul_forms
 from tunehub.compiler.analysis import analyze
 from tunehub.compiler.dtypes import INDEX
 from tunehub.compiler.ir import Binary, Call, Cast, Const, Load, Program, Var
@@ -24,6 +25,7 @@ from tunehub.compiler.space import space_for
 from tunehub.compiler.space.space import Config
 from tunehub.schemas.target import CPU_ISAS, Target
 from tunehub.targets.cpu.schedule.contraction import PackedGemm
+from tunehub.targets.cpu.schedule.gemm.tiling import lanes_of
 from tunehub.targets.cpu.schedule.reduction import Reduction
 
 CPU = HOST  # the kernels are run here
@@ -307,6 +309,23 @@ def test_register_budget() -> None:
 def test_the_default_tile_fits_every_isas_registers(isa: str) -> None:
     space = space_for(example("matmul_odd"), Target(kind="cpu", isa=isa))
     assert space.check(space.default()) is None
+
+
+@pytest.mark.parametrize("isa", CPU_ISAS)
+def test_the_default_blocks_leave_two_threads_work(isa: str) -> None:
+    """An output that one default block would hold (a value projection, 64 x 128) is split
+    so that the parallel loop has two blocks; a large one keeps its 256-wide blocks."""
+    target = Target(kind="cpu", isa=isa)
+    lanes = lanes_of(target, "float32")
+    for m, n in ((64, 128), (64, 4096)):
+        program = load(matmul_forms(m, n, 512)["nt"])
+        config = space_for(program, target).default()
+        columns = int(config["s0.nb"]) * int(config["s0.nv"]) * lanes
+        rows = int(config["s0.mb"]) * int(config["s0.mr"])
+        assert -(-n // columns) * -(-m // rows) >= 2, config
+    assert (config["s0.nb"], config["s0.mb"]) == (8, 32)  # the large one's
+    small = load(matmul_forms(64, 128, 64)["nt"])
+    check_configs(small, CPU, [space_for(small, CPU).default()], {})
 
 
 def test_a_computed_side_packs_in_runs_with_a_ragged_tail() -> None:
